@@ -1,0 +1,53 @@
+package contract
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// ErrInvalidInventory is wrapped by errors about the node GPU annotation.
+var ErrInvalidInventory = errors.New("invalid node GPU annotation")
+
+// GPU is one card as the device plugin reports it in the node annotation.
+type GPU struct {
+	// Index is the NVML index.
+	Index int `json:"index"`
+	// UUID is the NVML UUID.
+	UUID string `json:"uuid"`
+	// Model is the NVML product name.
+	Model string `json:"model"`
+	// Units is the card's memory in units, rounded down.
+	Units int64 `json:"units"`
+	// Healthy is false after a critical XID until NVML reports the card well again.
+	Healthy bool `json:"healthy"`
+}
+
+// EncodeGPUs renders a node's inventory as the annotation value, sorted by index.
+func EncodeGPUs(gpus []GPU) (string, error) {
+	sorted := append([]GPU(nil), gpus...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Index < sorted[j].Index })
+	raw, err := json.Marshal(sorted)
+	if err != nil {
+		return "", fmt.Errorf("encode GPUs: %w", err)
+	}
+	return string(raw), nil
+}
+
+// DecodeGPUs parses and checks the annotation value; the result is sorted by index.
+func DecodeGPUs(raw string) ([]GPU, error) {
+	var gpus []GPU
+	if err := json.Unmarshal([]byte(raw), &gpus); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
+	}
+	seen := map[int]bool{}
+	for _, g := range gpus {
+		if g.Index < 0 || g.Units < 0 || seen[g.Index] {
+			return nil, fmt.Errorf("%w: GPU index %d with %d units (negative or repeated)", ErrInvalidInventory, g.Index, g.Units)
+		}
+		seen[g.Index] = true
+	}
+	sort.Slice(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
+	return gpus, nil
+}
