@@ -1,0 +1,83 @@
+// Command extender is gpushare's kube-scheduler extender: it tracks every GPU's memory, answers
+// filter, prioritize, bind and preempt, and writes the chosen GPU on the pod before binding it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/version"
+)
+
+func main() {
+	klog.InitFlags(nil)
+	policies := scheduler.NewPolicies()
+	cfg := defaultConfig()
+	cfg.addFlags(flag.CommandLine, policies)
+	flag.Parse()
+	if err := cfg.validate(policies); err != nil {
+		fmt.Fprintln(os.Stderr, "extender:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, &cfg, policies); err != nil {
+		klog.ErrorS(err, "Extender failed")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg *config, policies scheduler.Policies) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting gpushare extender", "version", version.Version, "address", cfg.address, "policy", cfg.policy,
+		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)
+	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst, rc.UserAgent = float32(cfg.qps), cfg.burst, "gpushare-extender/"+version.Version
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	policy, _ := policies.New(cfg.policy) // validated
+	c := cache.New(cfg.names, logger.WithName("cache"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	synced, err := cache.AddEventHandlers(c, factory)
+	if err != nil {
+		return fmt.Errorf("informers: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.address)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() { stopInformers(); factory.Shutdown() }()
+	factory.Start(informerCtx.Done())
+	ready := func() bool { return allSynced(synced) }
+	ext := scheduler.NewExtender(c, client, policy, cfg.names)
+	return scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, cfg.maxBody, logger))
+}
+
+// allSynced reports whether every informer has synced, without waiting.
+func allSynced(synced []toolscache.InformerSynced) bool {
+	for _, s := range synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,283 @@
+package cache
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+var _ Cache = (*cacheImpl)(nil)
+
+// cacheImpl is the only Cache implementation.
+type cacheImpl struct {
+	names  contract.Names
+	logger klog.Logger
+
+	// mu guards nodes and pods. Snapshots in nodes[*].snap are replaced, never mutated.
+	mu    sync.RWMutex
+	nodes map[string]*nodeState
+	pods  map[types.UID]*podState
+}
+
+// nodeState is what the cache knows of a node. A node is listed only once its Node object has
+// been seen (node != nil); pods may arrive first.
+type nodeState struct {
+	name      string
+	seen      bool
+	inventory InventorySource
+	gpus      []GPUInfo // capacity, model, health; Used is 0 here
+	cpu, mem  int64
+	pods      map[types.UID]*podState
+	snap      *NodeInfo
+}
+
+// podState is one pod on a node; every pod with a node is tracked (for CPU and memory), and
+// those asking gpu-mem appear in the node's snapshot.
+type podState struct {
+	info     PodInfo
+	perGPU   map[int]int64
+	cpu, mem int64
+}
+
+// New returns an empty cache for the given contract names.
+func New(names contract.Names, logger klog.Logger) Cache {
+	return &cacheImpl{
+		names:  names,
+		logger: logger,
+		nodes:  map[string]*nodeState{},
+		pods:   map[types.UID]*podState{},
+	}
+}
+
+func (c *cacheImpl) SetNode(node *v1.Node) {
+	gpus, src, err := inventoryOf(node, &c.names)
+	if err != nil {
+		c.logger.Info("Node GPU annotation unusable, splitting gpu-mem evenly over gpu-count", "node", klog.KObj(node), "err", err)
+	} else if src == FromEvenSplit && len(gpus) > 0 {
+		c.logger.V(4).Info("Node has no GPU annotation, splitting gpu-mem evenly over gpu-count", "node", klog.KObj(node))
+	}
+	alloc := node.Status.Allocatable
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ns := c.nodeLocked(node.Name)
+	ns.seen, ns.gpus, ns.inventory = true, gpus, src
+	ns.cpu, ns.mem = alloc.Cpu().MilliValue(), alloc.Memory().Value()
+	c.refreshLocked(ns)
+}
+
+func (c *cacheImpl) RemoveNode(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ns, ok := c.nodes[name]
+	if !ok {
+		return
+	}
+	ns.seen, ns.gpus, ns.snap = false, nil, nil
+	if len(ns.pods) == 0 {
+		delete(c.nodes, name)
+	}
+}
+
+// nodeLocked returns the state of a node, creating it. Caller holds c.mu for writing.
+func (c *cacheImpl) nodeLocked(name string) *nodeState {
+	ns, ok := c.nodes[name]
+	if !ok {
+		ns = &nodeState{name: name, pods: map[types.UID]*podState{}}
+		c.nodes[name] = ns
+	}
+	return ns
+}
+
+func (c *cacheImpl) SetPod(pod *v1.Pod) {
+	if pod.Spec.NodeName == "" {
+		return // not bound: an in-flight assumption stays as it is
+	}
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		c.RemovePod(pod)
+		return
+	}
+	ps := c.podStateOf(pod)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pods[pod.UID]; ok {
+		if old.info.State == PodAssumed && old.info.Node == ps.info.Node && ps.info.Allocation == nil {
+			ps.info.Allocation, ps.perGPU = old.info.Allocation, old.perGPU
+		}
+		c.removeLocked(old)
+	}
+	c.addLocked(ps)
+}
+
+// podStateOf reads what a bound pod holds. Malformed requests or placements are logged and the
+// pod then holds no gpu-mem or pending units respectively; the pod is never dropped.
+func (c *cacheImpl) podStateOf(pod *v1.Pod) *podState {
+	ps := &podState{info: PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, State: PodBound}}
+	ps.cpu, ps.mem = podCPUMem(pod)
+	req, err := contract.ParseRequest(pod, &c.names)
+	if err != nil {
+		c.logger.Info("Bound pod has an invalid gpu-mem request; not charging GPU memory", "pod", klog.KObj(pod), "err", err)
+		return ps
+	}
+	ps.info.Units = req.TotalUnits()
+	if req.Empty() {
+		return ps
+	}
+	alloc, ok, err := contract.AllocationFromPod(pod, &req)
+	switch {
+	case err != nil:
+		c.logger.Info("Pod placement annotation unusable; counting its memory as pending on the node", "pod", klog.KObj(pod), "err", err)
+	case ok && !alloc.Matches(&req):
+		c.logger.Info("Pod placement does not match its request; counting its memory as pending on the node", "pod", klog.KObj(pod))
+	case ok:
+		ps.info.Allocation, ps.perGPU = alloc, alloc.PerGPU()
+	}
+	return ps
+}
+
+func (c *cacheImpl) RemovePod(pod *v1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pods[pod.UID]; ok {
+		c.removeLocked(old)
+	}
+}
+
+func (c *cacheImpl) AssumePod(pod *v1.Pod, req *contract.PodRequest, nodeName string, alloc contract.Allocation) (contract.Allocation, error) {
+	cpu, mem := podCPUMem(pod)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pods[pod.UID]; ok {
+		if old.info.Node != nodeName {
+			return nil, fmt.Errorf("%w: pod %s is %s on node %s", ErrPodOnOtherNode, klog.KObj(pod), old.info.State, old.info.Node)
+		}
+		if old.info.Allocation != nil {
+			return old.info.Allocation.Clone(), nil
+		}
+	}
+	ns, ok := c.nodes[nodeName]
+	if !ok || !ns.seen {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, nodeName)
+	}
+	if err := ns.snap.CheckFit(req, alloc); err != nil {
+		return nil, err
+	}
+	if old, ok := c.pods[pod.UID]; ok {
+		c.removeLocked(old) // bound without placement so far: the new placement replaces it
+	}
+	c.addLocked(&podState{
+		info: PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: nodeName,
+			State: PodAssumed, Units: req.TotalUnits(), Allocation: alloc.Clone()},
+		perGPU: alloc.PerGPU(), cpu: cpu, mem: mem,
+	})
+	return alloc.Clone(), nil
+}
+
+func (c *cacheImpl) ForgetPod(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pods[uid]; ok && old.info.State == PodAssumed {
+		c.removeLocked(old)
+	}
+}
+
+func (c *cacheImpl) Pod(uid types.UID) (PodInfo, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ps, ok := c.pods[uid]
+	if !ok {
+		return PodInfo{}, false
+	}
+	info := ps.info
+	info.Allocation = info.Allocation.Clone()
+	if ps.info.Allocation == nil {
+		info.Allocation = nil
+	}
+	return info, true
+}
+
+// addLocked records ps on its node. Caller holds c.mu for writing.
+func (c *cacheImpl) addLocked(ps *podState) {
+	c.pods[ps.info.UID] = ps
+	ns := c.nodeLocked(ps.info.Node)
+	ns.pods[ps.info.UID] = ps
+	c.refreshLocked(ns)
+}
+
+// removeLocked forgets ps. Caller holds c.mu for writing.
+func (c *cacheImpl) removeLocked(ps *podState) {
+	delete(c.pods, ps.info.UID)
+	ns, ok := c.nodes[ps.info.Node]
+	if !ok {
+		return
+	}
+	delete(ns.pods, ps.info.UID)
+	if !ns.seen && len(ns.pods) == 0 {
+		delete(c.nodes, ns.name)
+		return
+	}
+	c.refreshLocked(ns)
+}
+
+func (c *cacheImpl) Node(name string) (*NodeInfo, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ns, ok := c.nodes[name]
+	if !ok || ns.snap == nil {
+		return nil, false
+	}
+	return ns.snap, true
+}
+
+func (c *cacheImpl) NodeWithout(name string, uids []types.UID) (*NodeInfo, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ns, ok := c.nodes[name]
+	if !ok || ns.snap == nil {
+		return nil, false
+	}
+	skip := make(map[types.UID]bool, len(uids))
+	for _, u := range uids {
+		skip[u] = true
+	}
+	return buildSnapshot(ns, skip), true
+}
+
+func (c *cacheImpl) Lookup(names []string) []*NodeInfo {
+	out := make([]*NodeInfo, len(names))
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i, name := range names {
+		if ns, ok := c.nodes[name]; ok {
+			out[i] = ns.snap
+		}
+	}
+	return out
+}
+
+func (c *cacheImpl) Nodes() []*NodeInfo {
+	c.mu.RLock()
+	out := make([]*NodeInfo, 0, len(c.nodes))
+	for _, ns := range c.nodes {
+		if ns.snap != nil {
+			out = append(out, ns.snap)
+		}
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// refreshLocked replaces a node's snapshot. Caller holds c.mu for writing.
+func (c *cacheImpl) refreshLocked(ns *nodeState) {
+	if !ns.seen {
+		ns.snap = nil
+		return
+	}
+	ns.snap = buildSnapshot(ns, nil)
+}

@@ -1,0 +1,56 @@
+package cache
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// AddEventHandlers feeds c from the factory's node and pod informers and returns the functions
+// that report whether they have synced. Call it before factory.Start.
+func AddEventHandlers(c Cache, factory informers.SharedInformerFactory) ([]toolscache.InformerSynced, error) {
+	nodes := factory.Core().V1().Nodes().Informer()
+	pods := factory.Core().V1().Pods().Informer()
+	if _, err := nodes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { setNode(c, obj) },
+		UpdateFunc: func(_, obj any) { setNode(c, obj) },
+		DeleteFunc: func(obj any) {
+			if n, ok := untombstone(obj).(*v1.Node); ok {
+				c.RemoveNode(n.Name)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { setPod(c, obj) },
+		UpdateFunc: func(_, obj any) { setPod(c, obj) },
+		DeleteFunc: func(obj any) {
+			if p, ok := untombstone(obj).(*v1.Pod); ok {
+				c.RemovePod(p)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	return []toolscache.InformerSynced{nodes.HasSynced, pods.HasSynced}, nil
+}
+
+func setNode(c Cache, obj any) {
+	if n, ok := obj.(*v1.Node); ok {
+		c.SetNode(n)
+	}
+}
+
+func setPod(c Cache, obj any) {
+	if p, ok := obj.(*v1.Pod); ok {
+		c.SetPod(p)
+	}
+}
+
+func untombstone(obj any) any {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}

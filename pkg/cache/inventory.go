@@ -1,0 +1,53 @@
+package cache
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// inventoryOf reads a node's cards: from the plugin's annotation when present and valid, else
+// allocatable gpu-mem split evenly over gpu-count (all healthy, model unknown). The error tells
+// why a present annotation was not used.
+func inventoryOf(node *v1.Node, names *contract.Names) ([]GPUInfo, InventorySource, error) {
+	raw, ok := node.Annotations[names.NodeGPUsAnnotation]
+	if !ok {
+		return evenSplit(node, names), FromEvenSplit, nil
+	}
+	gpus, err := contract.DecodeGPUs(raw)
+	if err != nil {
+		return evenSplit(node, names), FromEvenSplit, err
+	}
+	out := make([]GPUInfo, len(gpus))
+	for i, g := range gpus {
+		out[i] = GPUInfo{Index: g.Index, UUID: g.UUID, Model: g.Model, Capacity: g.Units, Healthy: g.Healthy}
+	}
+	return out, FromAnnotation, nil
+}
+
+func evenSplit(node *v1.Node, names *contract.Names) []GPUInfo {
+	total := quantity(node, names.Resource)
+	count := quantity(node, names.Count)
+	if total <= 0 {
+		return nil
+	}
+	if count <= 0 {
+		count = 1
+	}
+	out := make([]GPUInfo, count)
+	for i := range out {
+		out[i] = GPUInfo{Index: i, Capacity: total / count, Healthy: true}
+	}
+	return out
+}
+
+// quantity is the node's allocatable amount of a resource, else its capacity, else 0.
+func quantity(node *v1.Node, name v1.ResourceName) int64 {
+	if q, ok := node.Status.Allocatable[name]; ok {
+		return q.Value()
+	}
+	if q, ok := node.Status.Capacity[name]; ok {
+		return q.Value()
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+package cache
+
+import (
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// buildSnapshot computes a node's immutable snapshot, leaving out the pods in skip.
+// Caller holds the cache lock (read or write).
+func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
+	n := &NodeInfo{
+		Name: ns.name, Inventory: ns.inventory,
+		GPUs:                append([]GPUInfo(nil), ns.gpus...),
+		AllocatableMilliCPU: ns.cpu, AllocatableMemory: ns.mem,
+	}
+	pos := make(map[int]int, len(n.GPUs))
+	for i := range n.GPUs {
+		pos[n.GPUs[i].Index] = i
+	}
+	for uid, ps := range ns.pods {
+		if skip[uid] {
+			continue
+		}
+		n.RequestedMilliCPU += ps.cpu
+		n.RequestedMemory += ps.mem
+		if ps.info.Units == 0 {
+			continue
+		}
+		n.Pods = append(n.Pods, ps.info)
+		chargePod(n, pos, ps)
+	}
+	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key() < n.Pods[j].Key() })
+	return n
+}
+
+// chargePod adds a pod's units to its GPUs, or to PendingUnits when it has no placement or its
+// placement names GPUs the node does not have.
+func chargePod(n *NodeInfo, pos map[int]int, ps *podState) {
+	if ps.perGPU == nil {
+		n.PendingUnits += ps.info.Units
+		return
+	}
+	for g, u := range ps.perGPU {
+		if i, ok := pos[g]; ok {
+			n.GPUs[i].Used += u
+		} else {
+			n.PendingUnits += u
+		}
+	}
+}
+
+// podCPUMem is a pod's effective CPU (milli) and memory (bytes) requests as kube-scheduler
+// counts them: max of the largest init container and the sum of app containers, plus overhead.
+func podCPUMem(pod *v1.Pod) (cpu, mem int64) {
+	for i := range pod.Spec.Containers {
+		r := pod.Spec.Containers[i].Resources.Requests
+		cpu += r.Cpu().MilliValue()
+		mem += r.Memory().Value()
+	}
+	for i := range pod.Spec.InitContainers {
+		r := pod.Spec.InitContainers[i].Resources.Requests
+		cpu = max(cpu, r.Cpu().MilliValue())
+		mem = max(mem, r.Memory().Value())
+	}
+	if o := pod.Spec.Overhead; o != nil {
+		cpu += o.Cpu().MilliValue()
+		mem += o.Memory().Value()
+	}
+	return cpu, mem
+}

@@ -1,0 +1,168 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// ErrAlreadyBound: the pod is bound to another node than the one asked.
+var ErrAlreadyBound = errors.New("pod is already bound to another node")
+
+// assumeRetries bounds how often bind re-plans when a concurrent bind took the chosen card.
+const assumeRetries = 3
+
+// Bind chooses the pod's GPU(s) on the node, charges them in the cache, writes the placement
+// annotations with a Patch and then creates the Binding. Any failure rolls the charge back.
+// A pod already bound to the node, or already assumed there, keeps its placement.
+func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
+	logger := klog.FromContext(ctx)
+	pod, err := e.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("bind %s/%s: get pod: %w", args.PodNamespace, args.PodName, err)
+	}
+	if args.PodUID != "" && pod.UID != args.PodUID {
+		return fmt.Errorf("bind %s/%s: pod UID is %s, not %s (pod was recreated)", args.PodNamespace, args.PodName, pod.UID, args.PodUID)
+	}
+	if pod.Spec.NodeName != "" {
+		return e.alreadyBound(pod, args.Node)
+	}
+	req, err := contract.ParseRequest(pod, &e.names)
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", klog.KObj(pod), err)
+	}
+	if !req.Empty() {
+		alloc, err := e.assume(pod, &req, args.Node)
+		if err != nil {
+			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
+		}
+		if err := e.annotate(ctx, pod, &req, args.Node, alloc); err != nil {
+			e.cache.ForgetPod(pod.UID)
+			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
+		}
+		logger.V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", args.Node, "allocation", alloc)
+	}
+	if err := e.bindPod(ctx, pod, args.Node); err != nil {
+		e.rollback(ctx, pod, &req)
+		return err
+	}
+	e.metrics.binds.Add(1)
+	return nil
+}
+
+// alreadyBound makes a retried bind idempotent: success when the pod is on node (the cache
+// learns it now if the informer has not told it yet), an error otherwise.
+func (e *Extender) alreadyBound(pod *v1.Pod, node string) error {
+	if pod.Spec.NodeName != node {
+		return fmt.Errorf("bind %s to %s: %w (%s)", klog.KObj(pod), node, ErrAlreadyBound, pod.Spec.NodeName)
+	}
+	e.cache.SetPod(pod)
+	return nil
+}
+
+// assume plans the pod on node and charges the plan, re-planning when a concurrent bind took
+// the cards first. An existing assumption for the pod on node is reused.
+func (e *Extender) assume(pod *v1.Pod, req *contract.PodRequest, nodeName string) (contract.Allocation, error) {
+	if p, ok := e.cache.Pod(pod.UID); ok && p.Node == nodeName && p.Allocation != nil {
+		return p.Allocation, nil
+	}
+	var lastErr error
+	for range assumeRetries {
+		node, ok := e.cache.Node(nodeName)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
+		}
+		plan, ok := PlanPod(node, req, e.policy)
+		if !ok {
+			return nil, Explain(node, req, e.names.UnitLabel())
+		}
+		alloc, err := e.cache.AssumePod(pod, req, nodeName, plan.Allocation(node, req))
+		if err == nil {
+			return alloc, nil
+		}
+		if !errors.Is(err, cache.ErrDoesNotFit) {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// annotate writes the contract's placement annotations with a merge patch.
+func (e *Extender) annotate(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, nodeName string, alloc contract.Allocation) error {
+	node, ok := e.cache.Node(nodeName)
+	if !ok {
+		return fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
+	}
+	gpuUnits := map[int]int64{}
+	for _, g := range node.GPUs {
+		gpuUnits[g.Index] = g.Capacity
+	}
+	ann, err := alloc.Annotations(req, gpuUnits, e.now())
+	if err != nil {
+		return err
+	}
+	set := make(map[string]*string, len(ann))
+	for k, v := range ann {
+		set[k] = &v
+	}
+	return e.patchAnnotations(ctx, pod, set)
+}
+
+func (e *Extender) patchAnnotations(ctx context.Context, pod *v1.Pod, ann map[string]*string) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann, "uid": pod.UID}})
+	if err != nil {
+		return fmt.Errorf("encode annotation patch: %w", err)
+	}
+	if _, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch annotations: %w", err)
+	}
+	return nil
+}
+
+// bindPod creates the Binding. A conflict because the pod got bound to this very node by an
+// earlier attempt counts as success.
+func (e *Extender) bindPod(ctx context.Context, pod *v1.Pod, node string) error {
+	b := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Target:     v1.ObjectReference{Kind: "Node", Name: node},
+	}
+	err := e.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
+	if err == nil {
+		return nil
+	}
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		if cur, gerr := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); gerr == nil && cur.UID == pod.UID && cur.Spec.NodeName == node {
+			return nil
+		}
+	}
+	return fmt.Errorf("bind %s to %s: create binding: %w", klog.KObj(pod), node, err)
+}
+
+// rollback undoes a failed bind: the cache charge, then (best effort) the annotations.
+func (e *Extender) rollback(ctx context.Context, pod *v1.Pod, req *contract.PodRequest) {
+	e.cache.ForgetPod(pod.UID)
+	if req.Empty() {
+		return
+	}
+	clear := map[string]*string{}
+	for _, k := range []string{contract.AnnotationIndex, contract.AnnotationPod, contract.AnnotationDev,
+		contract.AnnotationAssigned, contract.AnnotationAssumeTime, contract.AnnotationAllocation} {
+		clear[k] = nil
+	}
+	if err := e.patchAnnotations(ctx, pod, clear); err != nil {
+		klog.FromContext(ctx).Info("Could not remove placement annotations after a failed bind", "pod", klog.KObj(pod), "err", err)
+	}
+	e.metrics.bindFailures.Add(1)
+}

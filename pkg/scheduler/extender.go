@@ -1,0 +1,47 @@
+package scheduler
+
+import (
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// Extender answers kube-scheduler's filter, prioritize, bind and preempt calls.
+type Extender struct {
+	cache   cache.Cache
+	client  kubernetes.Interface
+	policy  Policy
+	names   contract.Names
+	metrics *Metrics
+	now     func() time.Time
+}
+
+// Option configures an Extender.
+type Option func(*Extender)
+
+// WithClock sets the clock used for the assume-time annotation.
+func WithClock(now func() time.Time) Option { return func(e *Extender) { e.now = now } }
+
+// WithMetrics sets where the extender counts its calls.
+func WithMetrics(m *Metrics) Option { return func(e *Extender) { e.metrics = m } }
+
+// NewExtender returns an extender over c that binds through client.
+func NewExtender(c cache.Cache, client kubernetes.Interface, policy Policy, names contract.Names, opts ...Option) *Extender {
+	e := &Extender{cache: c, client: client, policy: policy, names: names, now: time.Now, metrics: NewMetrics()}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// Policy returns the extender's placement policy.
+func (e *Extender) Policy() Policy { return e.policy }
+
+// Metrics returns the extender's counters.
+func (e *Extender) Metrics() *Metrics { return e.metrics }
+
+// Cache returns the extender's cache (read-only use: inspect).
+func (e *Extender) Cache() cache.Cache { return e.cache }

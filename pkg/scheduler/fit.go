@@ -1,0 +1,167 @@
+package scheduler
+
+import (
+	"sort"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// searchBudget bounds the backtracking over single-card containers of a multi-container pod.
+const searchBudget = 2048
+
+// PlanPod finds the policy's preferred placement of req on node; ok is false when there is none
+// (Explain says why). Containers are placed largest first on the cards the policy ranks first;
+// if later containers do not fit, earlier single-card choices are revisited, so a placement is
+// found whenever one exists within the search budget.
+func PlanPod(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) (*Plan, bool) {
+	if fast, ok := planSingle(node, req, policy); ok {
+		return fast, fast != nil
+	}
+	s := newSearch(node, req, policy)
+	if !s.apps(0) || !s.inits() {
+		return nil, false
+	}
+	return &Plan{Slots: s.slots}, true
+}
+
+// planSingle handles the common pod, one container on one card, without allocating a search.
+// ok is false when the pod is not of that shape.
+func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) (*Plan, bool) {
+	if len(req.Containers) != 1 || req.Containers[0].GPUs != 1 {
+		return nil, false
+	}
+	units, best, bestRank := req.Containers[0].Units, -1, 0.0
+	for g := range node.GPUs {
+		if !usable(node, g, req) || node.GPUs[g].Free() < units {
+			continue
+		}
+		if r := policy.RankGPU(node, g, units, req); best < 0 || r < bestRank {
+			best, bestRank = g, r
+		}
+	}
+	if best < 0 {
+		return nil, true
+	}
+	return &Plan{Slots: []Slot{{Container: 0, GPU: best, Units: units}}}, true
+}
+
+func usable(node *cache.NodeInfo, g int, req *contract.PodRequest) bool {
+	return node.GPUs[g].Healthy && req.AcceptsModel(node.GPUs[g].Model)
+}
+
+// search is the state of one multi-container placement.
+type search struct {
+	node   *cache.NodeInfo
+	req    *contract.PodRequest
+	policy Policy
+	order  []int   // app containers, largest per-card ask first
+	free   []int64 // free units per GPU position after the slots so far
+	slots  []Slot
+	budget int
+}
+
+func newSearch(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) *search {
+	s := &search{node: node, req: req, policy: policy, budget: searchBudget, free: make([]int64, len(node.GPUs))}
+	for g := range node.GPUs {
+		if usable(node, g, req) {
+			s.free[g] = node.GPUs[g].Free()
+		}
+	}
+	for i, c := range req.Containers {
+		if !c.Init {
+			s.order = append(s.order, i)
+		}
+	}
+	sort.SliceStable(s.order, func(a, b int) bool {
+		return req.Containers[s.order[a]].PerGPU() > req.Containers[s.order[b]].PerGPU()
+	})
+	return s
+}
+
+// candidates lists GPU positions with at least units free, in the policy's order.
+func (s *search) candidates(units int64, free []int64) []int {
+	var out []int
+	keys := map[int]float64{}
+	for g := range free {
+		if free[g] >= units && usable(s.node, g, s.req) {
+			out = append(out, g)
+			keys[g] = s.policy.RankGPU(s.node, g, units, s.req)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return keys[out[a]] < keys[out[b]] })
+	return out
+}
+
+// apps places app containers order[i:], backtracking over single-card choices.
+func (s *search) apps(i int) bool {
+	if i == len(s.order) {
+		return true
+	}
+	if s.budget--; s.budget < 0 {
+		return false
+	}
+	ci := s.order[i]
+	c := s.req.Containers[ci]
+	cands := s.candidates(c.PerGPU(), s.free)
+	if len(cands) < c.GPUs {
+		return false
+	}
+	if c.GPUs > 1 {
+		cands = cands[:c.GPUs] // several cards: take the best-ranked ones
+		return s.try(i, ci, c.PerGPU(), cands)
+	}
+	for _, g := range cands {
+		if s.try(i, ci, c.PerGPU(), []int{g}) {
+			return true
+		}
+	}
+	return false
+}
+
+// try places container ci on gpus and continues with order[i+1:], undoing on failure.
+func (s *search) try(i, ci int, units int64, gpus []int) bool {
+	n := len(s.slots)
+	for _, g := range gpus {
+		s.free[g] -= units
+		s.slots = append(s.slots, Slot{Container: ci, GPU: g, Units: units})
+	}
+	if s.apps(i + 1) {
+		return true
+	}
+	for _, g := range gpus {
+		s.free[g] += units
+	}
+	s.slots = s.slots[:n]
+	return false
+}
+
+// inits places each init container. Init containers run one at a time before the app
+// containers, so one fits a card when the card's free memory before the pod covers it; cards
+// the pod's app containers already hold at least that much of cost nothing and come first.
+func (s *search) inits() bool {
+	plan := &Plan{Slots: s.slots}
+	for ci, c := range s.req.Containers {
+		if !c.Init {
+			continue
+		}
+		base := make([]int64, len(s.node.GPUs))
+		for g := range base {
+			if usable(s.node, g, s.req) {
+				base[g] = s.node.GPUs[g].Free()
+			}
+		}
+		cands := s.candidates(c.PerGPU(), base)
+		if len(cands) < c.GPUs {
+			return false
+		}
+		sort.SliceStable(cands, func(a, b int) bool {
+			return plan.Charge(s.req, cands[a]) >= c.PerGPU() && plan.Charge(s.req, cands[b]) < c.PerGPU()
+		})
+		for _, g := range cands[:c.GPUs] {
+			plan.Slots = append(plan.Slots, Slot{Container: ci, GPU: g, Units: c.PerGPU()})
+		}
+	}
+	s.slots = plan.Slots
+	return true
+}

@@ -1,0 +1,160 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/version"
+)
+
+// Prefix is the URL prefix of the extender's routes (the scheduler config's urlPrefix).
+const Prefix = "/gpushare-scheduler"
+
+// DefaultMaxBodyBytes bounds a request body: a filter call that carries full Node objects for
+// 5,000 nodes stays well below it.
+const DefaultMaxBodyBytes = 64 << 20
+
+// Handler serves the extender over HTTP.
+type Handler struct {
+	ext     *Extender
+	ready   func() bool
+	maxBody int64
+	logger  klog.Logger
+}
+
+// NewHandler returns the HTTP routes of ext. ready reports whether the cache has synced.
+func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Logger) http.Handler {
+	h := &Handler{ext: ext, ready: ready, maxBody: maxBody, logger: logger}
+	r := httprouter.New()
+	r.POST(Prefix+"/filter", h.filter)
+	r.POST(Prefix+"/prioritize", h.prioritize)
+	r.POST(Prefix+"/bind", h.bind)
+	r.POST(Prefix+"/preempt", h.preempt)
+	r.GET(Prefix+"/inspect", h.inspectAll)
+	r.GET(Prefix+"/inspect/:node", h.inspectNode)
+	r.GET("/healthz", h.healthz)
+	r.GET("/readyz", h.readyz)
+	r.GET("/version", h.version)
+	r.GET("/metrics", h.metrics)
+	return r
+}
+
+// decode reads a JSON body into v, answering 400 itself when it cannot.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		status := http.StatusBadRequest
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, status, fmt.Errorf("malformed %s request: %w", r.URL.Path, err))
+		return false
+	}
+	return true
+}
+
+func (h *Handler) ctx(r *http.Request) context.Context {
+	return klog.NewContext(r.Context(), h.logger)
+}
+
+func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var args extenderv1.ExtenderArgs
+	if h.decode(w, r, &args) {
+		writeJSON(w, http.StatusOK, h.ext.Filter(h.ctx(r), &args))
+	}
+}
+
+func (h *Handler) prioritize(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var args extenderv1.ExtenderArgs
+	if !h.decode(w, r, &args) {
+		return
+	}
+	list, err := h.ext.Prioritize(h.ctx(r), &args)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var args extenderv1.ExtenderBindingArgs
+	if !h.decode(w, r, &args) {
+		return
+	}
+	if args.PodName == "" || args.PodNamespace == "" || args.Node == "" {
+		writeError(w, http.StatusBadRequest, errors.New("malformed bind request: podName, podNamespace and node are required"))
+		return
+	}
+	res := &extenderv1.ExtenderBindingResult{}
+	if err := h.ext.Bind(h.ctx(r), &args); err != nil {
+		h.logger.Info("Bind failed", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "err", err)
+		res.Error = err.Error()
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (h *Handler) preempt(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	var args extenderv1.ExtenderPreemptionArgs
+	if h.decode(w, r, &args) {
+		writeJSON(w, http.StatusOK, h.ext.Preempt(h.ctx(r), &args))
+	}
+}
+
+func (h *Handler) inspectAll(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, Inspect(h.ext.cache.Nodes(), h.ext.names.UnitLabel()))
+}
+
+func (h *Handler) inspectNode(w http.ResponseWriter, _ *http.Request, ps httprouter.Params) {
+	node, ok := h.ext.cache.Node(ps.ByName("node"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Errorf("node %q is not known to the extender", ps.ByName("node")))
+		return
+	}
+	writeJSON(w, http.StatusOK, node)
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	if !h.ready() {
+		writeError(w, http.StatusServiceUnavailable, errors.New("informers have not synced yet"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (h *Handler) version(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": version.Version, "policy": h.ext.policy.Name()})
+}
+
+func (h *Handler) metrics(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_, _ = h.ext.metrics.WriteTo(w)
+}
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, errorBody{Error: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

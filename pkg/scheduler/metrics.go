@@ -1,0 +1,37 @@
+package scheduler
+
+import (
+	"fmt"
+	"io"
+	"sync/atomic"
+)
+
+// Metrics counts the extender's calls; WriteTo renders them in Prometheus text format.
+type Metrics struct {
+	filters, prioritizes, binds, bindFailures, preempts atomic.Int64
+}
+
+// NewMetrics returns zeroed counters.
+func NewMetrics() *Metrics { return &Metrics{} }
+
+// WriteTo writes the counters in the Prometheus text exposition format.
+func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for _, c := range []struct {
+		name, help string
+		v          int64
+	}{
+		{"gpushare_filter_total", "Filter calls answered.", m.filters.Load()},
+		{"gpushare_prioritize_total", "Prioritize calls answered.", m.prioritizes.Load()},
+		{"gpushare_bind_total", "Pods bound.", m.binds.Load()},
+		{"gpushare_bind_failures_total", "Binds that failed and were rolled back.", m.bindFailures.Load()},
+		{"gpushare_preempt_total", "Preempt calls answered.", m.preempts.Load()},
+	} {
+		n, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,67 @@
+package scheduler
+
+import (
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// Slot is one card of one container in a plan.
+type Slot struct {
+	// Container indexes PodRequest.Containers.
+	Container int
+	// GPU indexes NodeInfo.GPUs (a position, not the NVML index).
+	GPU int
+	// Units is what the container takes on that card.
+	Units int64
+}
+
+// Plan is a candidate placement of a pod on a node: one slot per container card.
+type Plan struct {
+	// Slots lists the chosen cards.
+	Slots []Slot
+}
+
+// Allocation turns the plan into the pod's placement annotation value.
+func (p *Plan) Allocation(node *cache.NodeInfo, req *contract.PodRequest) contract.Allocation {
+	a := contract.Allocation{}
+	for _, s := range p.Slots {
+		key := req.Containers[s.Container].Key
+		if a[key] == nil {
+			a[key] = map[int]int64{}
+		}
+		a[key][node.GPUs[s.GPU].Index] += s.Units
+	}
+	return a
+}
+
+// Charge is the units the plan adds to GPU position g: the larger of the pod's largest init
+// container there and the sum of its app containers there.
+func (p *Plan) Charge(req *contract.PodRequest, g int) int64 {
+	var initMax, apps int64
+	for _, s := range p.Slots {
+		if s.GPU != g {
+			continue
+		}
+		if req.Containers[s.Container].Init {
+			initMax = max(initMax, s.Units)
+		} else {
+			apps += s.Units
+		}
+	}
+	return max(initMax, apps)
+}
+
+// UsedGPUs lists the GPU positions the plan touches, each once, in slot order.
+func (p *Plan) UsedGPUs() []int {
+	var out []int
+	for _, s := range p.Slots {
+		dup := false
+		for _, g := range out {
+			dup = dup || g == s.GPU
+		}
+		if !dup {
+			out = append(out, s.GPU)
+		}
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// Prioritize scores the candidate nodes with the policy, scaled so the best node gets
+// MaxExtenderPriority and the worst 0. Nodes where the pod does not fit, and every node for a
+// pod that asks no gpu-mem, get 0.
+func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+	if args.Pod == nil {
+		return nil, fmt.Errorf("prioritize: request has no pod")
+	}
+	names := argNodeNames(args)
+	out := make(extenderv1.HostPriorityList, len(names))
+	for i, n := range names {
+		out[i].Host = n
+	}
+	req, err := contract.ParseRequest(args.Pod, &e.names)
+	if err != nil || req.Empty() {
+		return out, nil // filter already reported the error
+	}
+	raw := make([]float64, len(names))
+	lo, hi, fits := math.Inf(1), math.Inf(-1), make([]bool, len(names))
+	for i, node := range e.cache.Lookup(names) {
+		if node == nil {
+			continue
+		}
+		plan, ok := PlanPod(node, &req, e.policy)
+		if !ok {
+			continue
+		}
+		raw[i], fits[i] = e.policy.ScoreNode(node, plan, &req), true
+		lo, hi = min(lo, raw[i]), max(hi, raw[i])
+	}
+	for i := range out {
+		if fits[i] {
+			out[i].Score = scale(raw[i], lo, hi)
+		}
+	}
+	e.metrics.prioritizes.Add(1)
+	klog.FromContext(ctx).V(2).Info("Prioritized", "pod", klog.KObj(args.Pod), "policy", e.policy.Name(), "nodes", len(names))
+	return out, nil
+}
+
+// scale maps v in [lo, hi] to 0..MaxExtenderPriority; all equal scores get the maximum.
+func scale(v, lo, hi float64) int64 {
+	if hi-lo < 1e-12 {
+		return extenderv1.MaxExtenderPriority
+	}
+	return int64(math.Round((v - lo) / (hi - lo) * float64(extenderv1.MaxExtenderPriority)))
+}
