@@ -3,6 +3,7 @@ module github.com/gpushare/gpushare
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/julienschmidt/httprouter v1.3.0
 	k8s.io/api v0.37.1
 	k8s.io/apimachinery v0.37.1
