@@ -22,7 +22,9 @@ func setPod(p *v1.Pod) event   { return func(_ *testing.T, c cache.Cache) { c.Se
 func removePod(p *v1.Pod) event {
 	return func(_ *testing.T, c cache.Cache) { c.RemovePod(p) }
 }
-func forget(uid string) event { return func(_ *testing.T, c cache.Cache) { c.ForgetPod(types.UID(uid)) } }
+func forget(uid string) event {
+	return func(_ *testing.T, c cache.Cache) { c.ForgetPod(types.UID(uid)) }
+}
 func assume(p *v1.Pod, node, alloc string, wantErr error) event {
 	return func(t *testing.T, c cache.Cache) {
 		t.Helper()
@@ -217,7 +219,7 @@ func TestRebuild(t *testing.T) {
 	}
 	var pods []*v1.Pod
 	for i, place := range []struct{ node, alloc string }{{"n1", `{"0":{"0":4}}`}, {"n1", `{"0":{"1":4}}`}, {"n2", `{"0":{"0":4}}`}} {
-		p := st.MakePod().Name(string(rune('a'+i))).GPUMem(4).Obj()
+		p := st.MakePod().Name(string(rune('a' + i))).GPUMem(4).Obj()
 		req, _ := contract.ParseRequest(p, &names)
 		a, _ := contract.DecodeAllocation(place.alloc)
 		if _, err := live.AssumePod(p, &req, place.node, a); err != nil {
