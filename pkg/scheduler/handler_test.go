@@ -1,0 +1,558 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/version"
+)
+
+// testBodyLimit is the request body limit of the handlers under test: room for a few full
+// Node objects.
+const testBodyLimit = 16 << 10
+
+// fixedNow is the clock of the extenders under test, so assume-time annotations are stable.
+func fixedNow() time.Time { return time.Unix(1700000000, 0) }
+
+// fakeAPIWithBinding returns a fake clientset holding objs whose pods/binding subresource
+// behaves like the API server's: it sets spec.nodeName, and answers 409 Conflict for a pod
+// that is already bound or whose UID differs from the Binding's. (The plain fake only records
+// the action and leaves the pod unbound.)
+func fakeAPIWithBinding(objs ...runtime.Object) *fake.Clientset {
+	api := fake.NewClientset(objs...)
+	gvr := v1.SchemeGroupVersion.WithResource("pods")
+	api.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		ca, ok := a.(clienttesting.CreateAction)
+		if !ok || a.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		b, ok := ca.GetObject().(*v1.Binding)
+		if !ok {
+			return true, nil, fmt.Errorf("binding action carries a %T", ca.GetObject())
+		}
+		obj, err := api.Tracker().Get(gvr, b.Namespace, b.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		pod := obj.(*v1.Pod).DeepCopy()
+		gr := gvr.GroupResource()
+		switch {
+		case b.UID != "" && b.UID != pod.UID:
+			return true, nil, apierrors.NewConflict(gr, b.Name, fmt.Errorf("UID %s does not match %s", b.UID, pod.UID))
+		case pod.Spec.NodeName != "":
+			return true, nil, apierrors.NewConflict(gr, b.Name, fmt.Errorf("pod %s is already assigned to node %q", b.Name, pod.Spec.NodeName))
+		}
+		pod.Spec.NodeName = b.Target.Name
+		return true, nil, api.Tracker().Update(gvr, pod, b.Namespace)
+	})
+	return api
+}
+
+// extenderOn returns a binpack extender whose cache holds nodes and the bound pods among pods,
+// and whose fake API holds pods; the clock is fixedNow.
+func extenderOn(logger klog.Logger, nodes []*v1.Node, pods []*v1.Pod) (*Extender, *fake.Clientset) {
+	objs := make([]runtime.Object, 0, len(pods))
+	c := cache.New(contract.DefaultNames(), logger)
+	for _, n := range nodes {
+		c.SetNode(n)
+	}
+	for _, p := range pods {
+		objs = append(objs, p)
+		c.SetPod(p)
+	}
+	api := fakeAPIWithBinding(objs...)
+	return NewExtender(c, api, binpack{}, contract.DefaultNames(), WithClock(fixedNow)), api
+}
+
+// routeFixture is the state the route tests run on:
+//
+//	n1: 16+16 GiB, empty            n2: 8 GiB, pod "busy" holds 6
+//	n3: 16 GiB, unhealthy           n4: 8 GiB, pod "half" holds 2
+//
+// and a pending pod "p" asking 4 GiB. "ghost" is a node the extender does not know.
+func routeFixture() ([]*v1.Node, []*v1.Pod) {
+	nodes := []*v1.Node{
+		st.MakeNode("n1").GPUs(16, 16).Obj(),
+		st.MakeNode("n2").GPUs(8).Obj(),
+		st.MakeNode("n3").GPUs(16).Unhealthy(0).Obj(),
+		st.MakeNode("n4").GPUs(8).Obj(),
+	}
+	pods := []*v1.Pod{
+		st.MakePod().Name("p").GPUMem(4).Obj(),
+		st.MakePod().Name("busy").GPUMem(6).Node("n2").Placement(`{"0":{"0":6}}`).Obj(),
+		st.MakePod().Name("half").GPUMem(2).Node("n4").Placement(`{"0":{"0":2}}`).Obj(),
+	}
+	return nodes, pods
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("encode %T: %v", v, err)
+	}
+	return string(raw)
+}
+
+// decodeErr is the error encoding/json gives for body decoded into v, which the handlers
+// report after "malformed <path> request: ".
+func decodeErr(body string, v any) string {
+	err := json.NewDecoder(strings.NewReader(body)).Decode(v)
+	if err == nil {
+		return "<no error>"
+	}
+	return err.Error()
+}
+
+// names is a NodeNames value; names() is an empty list, not null.
+func names(n ...string) *[]string {
+	if n == nil {
+		n = []string{}
+	}
+	return &n
+}
+
+// wantNode is a node of routeFixture as the cache shows it: 64 CPUs, 256 GiB, no requests.
+func wantNode(name string, gpus []cache.GPUInfo, pods ...cache.PodInfo) *cache.NodeInfo {
+	for i := range gpus {
+		gpus[i].UUID = fmt.Sprintf("GPU-%s-%d", name, gpus[i].Index)
+		gpus[i].Model = "Tesla T4"
+	}
+	return &cache.NodeInfo{Name: name, Inventory: cache.FromAnnotation, GPUs: gpus, Pods: pods,
+		AllocatableMilliCPU: 64000, AllocatableMemory: 256 << 30}
+}
+
+func boundPod(name, node string, units int64) cache.PodInfo {
+	return cache.PodInfo{Namespace: "default", Name: name, UID: types.UID("uid-" + name), Node: node, State: cache.PodBound,
+		Units: units, Allocation: contract.Allocation{"0": {0: units}}}
+}
+
+// routeCase is one request to the handler on a fresh routeFixture.
+type routeCase struct {
+	name     string
+	method   string
+	path     string
+	body     string
+	notReady bool
+	// wantStatus and wantType are the answer's status and Content-Type.
+	wantStatus int
+	wantType   string
+	// want is the decoded JSON answer (its type says what to decode into), or a string for a
+	// text answer.
+	want any
+	// wantPod, if set, is pod "p" as the API holds it afterwards (name, node, annotations).
+	wantPod *v1.Pod
+}
+
+func TestHandlerRoutes(t *testing.T) {
+	const jsonType, textType = "application/json", "text/plain; version=0.0.4"
+	const pre = Prefix
+	pod := st.MakePod().Name("p").GPUMem(4).Obj()
+	fixtureNodes, _ := routeFixture()
+	filterArgs := func(n ...string) string {
+		return mustJSON(t, extenderv1.ExtenderArgs{Pod: pod, NodeNames: names(n...)})
+	}
+	oversize := `{"NodeNames":["` + strings.Repeat("a", 2*testBodyLimit) + `"]}`
+	malformed := func(path, detail string) errorBody {
+		return errorBody{Error: "malformed " + path + " request: " + detail}
+	}
+	n2, n3, n4 := "GPU memory: largest free block 2 GiB on GPU0, pod needs 4 GiB",
+		"GPU memory: all 1 GPUs of the node are unhealthy",
+		"GPU memory: node is not a GPU-sharing node known to the extender"
+	tests := []routeCase{
+		{
+			name: "filter with NodeNames answers in NodeNames", method: http.MethodPost, path: pre + "/filter",
+			body: filterArgs("n1", "n2", "n3", "n4", "ghost"), wantStatus: http.StatusOK, wantType: jsonType,
+			want: extenderv1.ExtenderFilterResult{
+				NodeNames:                  names("n1", "n4"),
+				FailedNodes:                extenderv1.FailedNodesMap{"n2": n2},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{"n3": n3, "ghost": n4},
+			},
+		},
+		{
+			name: "filter with NodeNames where none fits answers an empty list", method: http.MethodPost, path: pre + "/filter",
+			body: filterArgs("n2"), wantStatus: http.StatusOK, wantType: jsonType,
+			want: extenderv1.ExtenderFilterResult{
+				NodeNames: names(), FailedNodes: extenderv1.FailedNodesMap{"n2": n2},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+			},
+		},
+		{
+			name: "filter with full Nodes answers in Nodes", method: http.MethodPost, path: pre + "/filter",
+			body: mustJSON(t, extenderv1.ExtenderArgs{Pod: pod, Nodes: &v1.NodeList{Items: []v1.Node{
+				*fixtureNodes[0], *fixtureNodes[1], *fixtureNodes[3]}}}),
+			wantStatus: http.StatusOK, wantType: jsonType,
+			want: extenderv1.ExtenderFilterResult{
+				Nodes:                      &v1.NodeList{Items: []v1.Node{*fixtureNodes[0], *fixtureNodes[3]}},
+				FailedNodes:                extenderv1.FailedNodesMap{"n2": n2},
+				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{},
+			},
+		},
+		{
+			name: "filter without a pod answers an error in the result", method: http.MethodPost, path: pre + "/filter",
+			body: `{"NodeNames":["n1"]}`, wantStatus: http.StatusOK, wantType: jsonType,
+			want: extenderv1.ExtenderFilterResult{Error: "filter: request has no pod",
+				FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}},
+		},
+		{
+			name: "filter with garbage JSON is a 400", method: http.MethodPost, path: pre + "/filter",
+			body: `{"Pod": garbage`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: malformed(pre+"/filter", decodeErr(`{"Pod": garbage`, &extenderv1.ExtenderArgs{})),
+		},
+		{
+			name: "filter with a body of the wrong shape is a 400", method: http.MethodPost, path: pre + "/filter",
+			body: `{"NodeNames":"n1"}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: malformed(pre+"/filter", decodeErr(`{"NodeNames":"n1"}`, &extenderv1.ExtenderArgs{})),
+		},
+		{
+			name: "filter with an empty body is a 400", method: http.MethodPost, path: pre + "/filter",
+			wantStatus: http.StatusBadRequest, wantType: jsonType, want: malformed(pre+"/filter", "EOF"),
+		},
+		{
+			name: "filter with an oversize body is a 413", method: http.MethodPost, path: pre + "/filter",
+			body: oversize, wantStatus: http.StatusRequestEntityTooLarge, wantType: jsonType,
+			want: malformed(pre+"/filter", "http: request body too large"),
+		},
+		{
+			name: "prioritize scores the nodes in the order given", method: http.MethodPost, path: pre + "/prioritize",
+			body: filterArgs("n1", "n2", "n4", "ghost"), wantStatus: http.StatusOK, wantType: jsonType,
+			want: extenderv1.HostPriorityList{{Host: "n1", Score: 0}, {Host: "n2", Score: 0}, {Host: "n4", Score: 10}, {Host: "ghost", Score: 0}},
+		},
+		{
+			name: "prioritize without a pod is a 400", method: http.MethodPost, path: pre + "/prioritize",
+			body: `{"NodeNames":["n1"]}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: errorBody{Error: "prioritize: request has no pod"},
+		},
+		{
+			name: "prioritize with garbage JSON is a 400", method: http.MethodPost, path: pre + "/prioritize",
+			body: `[1,2`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: malformed(pre+"/prioritize", decodeErr(`[1,2`, &extenderv1.ExtenderArgs{})),
+		},
+		{
+			name: "prioritize with an oversize body is a 413", method: http.MethodPost, path: pre + "/prioritize",
+			body: oversize, wantStatus: http.StatusRequestEntityTooLarge, wantType: jsonType,
+			want: malformed(pre+"/prioritize", "http: request body too large"),
+		},
+		{
+			name: "bind places, annotates and binds the pod", method: http.MethodPost, path: pre + "/bind",
+			body:       mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "default", PodUID: "uid-p", Node: "n1"}),
+			wantStatus: http.StatusOK, wantType: jsonType, want: extenderv1.ExtenderBindingResult{},
+			wantPod: st.MakePod().Name("p").GPUMem(4).Node("n1").
+				Annotation(contract.AnnotationIndex, "0").Annotation(contract.AnnotationPod, "4").
+				Annotation(contract.AnnotationDev, "16").Annotation(contract.AnnotationAssigned, "false").
+				Annotation(contract.AnnotationAssumeTime, "1700000000000000000").Placement(`{"0":{"0":4}}`).Obj(),
+		},
+		{
+			name: "bind to a node where the pod does not fit answers the reason and leaves the pod alone", method: http.MethodPost, path: pre + "/bind",
+			body:       mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "default", PodUID: "uid-p", Node: "n2"}),
+			wantStatus: http.StatusOK, wantType: jsonType,
+			want:    extenderv1.ExtenderBindingResult{Error: "bind default/p to n2: " + n2},
+			wantPod: pod,
+		},
+		{
+			name: "bind of an unknown pod answers the error in the result", method: http.MethodPost, path: pre + "/bind",
+			body:       mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "nope", PodNamespace: "default", Node: "n1"}),
+			wantStatus: http.StatusOK, wantType: jsonType,
+			want: extenderv1.ExtenderBindingResult{Error: `bind default/nope: get pod: pods "nope" not found`},
+		},
+		{
+			name: "bind without a node is a 400", method: http.MethodPost, path: pre + "/bind",
+			body: `{"PodName":"p","PodNamespace":"default"}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want:    errorBody{Error: "malformed bind request: podName, podNamespace and node are required"},
+			wantPod: pod,
+		},
+		{
+			name: "bind with garbage JSON is a 400", method: http.MethodPost, path: pre + "/bind",
+			body: `nonsense`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: malformed(pre+"/bind", decodeErr(`nonsense`, &extenderv1.ExtenderBindingArgs{})),
+		},
+		{
+			name: "bind with an oversize body is a 413", method: http.MethodPost, path: pre + "/bind",
+			body: `{"PodName":"` + strings.Repeat("p", 2*testBodyLimit) + `"}`, wantStatus: http.StatusRequestEntityTooLarge, wantType: jsonType,
+			want: malformed(pre+"/bind", "http: request body too large"),
+		},
+		{
+			name: "preempt keeps the nodes where the pod fits without the victims", method: http.MethodPost, path: pre + "/preempt",
+			body: mustJSON(t, extenderv1.ExtenderPreemptionArgs{Pod: pod, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+				"n1": {}, "n2": {Pods: []*extenderv1.MetaPod{{UID: "uid-busy"}}, NumPDBViolations: 1},
+				"n3": {}, "n4": {Pods: []*extenderv1.MetaPod{{UID: "uid-other"}}}, "ghost": {},
+			}}),
+			wantStatus: http.StatusOK, wantType: jsonType,
+			want: extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+				"n1": {}, "n2": {Pods: []*extenderv1.MetaPod{{UID: "uid-busy"}}, NumPDBViolations: 1},
+				"n4": {Pods: []*extenderv1.MetaPod{{UID: "uid-other"}}},
+			}},
+		},
+		{
+			name: "preempt with garbage JSON is a 400", method: http.MethodPost, path: pre + "/preempt",
+			body: `{"Pod":{"metadata":7}}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: malformed(pre+"/preempt", decodeErr(`{"Pod":{"metadata":7}}`, &extenderv1.ExtenderPreemptionArgs{})),
+		},
+		{
+			name: "inspect lists every GPU node", method: http.MethodGet, path: pre + "/inspect",
+			wantStatus: http.StatusOK, wantType: jsonType,
+			want: InspectResult{Unit: "GiB", Nodes: []*cache.NodeInfo{
+				wantNode("n1", []cache.GPUInfo{{Index: 0, Capacity: 16, Healthy: true}, {Index: 1, Capacity: 16, Healthy: true}}),
+				wantNode("n2", []cache.GPUInfo{{Index: 0, Capacity: 8, Used: 6, Healthy: true}}, boundPod("busy", "n2", 6)),
+				wantNode("n3", []cache.GPUInfo{{Index: 0, Capacity: 16}}),
+				wantNode("n4", []cache.GPUInfo{{Index: 0, Capacity: 8, Used: 2, Healthy: true}}, boundPod("half", "n4", 2)),
+			}},
+		},
+		{
+			name: "inspect of one node", method: http.MethodGet, path: pre + "/inspect/n2",
+			wantStatus: http.StatusOK, wantType: jsonType,
+			want: *wantNode("n2", []cache.GPUInfo{{Index: 0, Capacity: 8, Used: 6, Healthy: true}}, boundPod("busy", "n2", 6)),
+		},
+		{
+			name: "inspect of an unknown node is a 404", method: http.MethodGet, path: pre + "/inspect/ghost",
+			wantStatus: http.StatusNotFound, wantType: jsonType,
+			want: errorBody{Error: `node "ghost" is not known to the extender`},
+		},
+		{
+			name: "healthz", method: http.MethodGet, path: "/healthz", notReady: true,
+			wantStatus: http.StatusOK, wantType: jsonType, want: map[string]string{"status": "ok"},
+		},
+		{
+			name: "readyz before the informers synced is a 503", method: http.MethodGet, path: "/readyz", notReady: true,
+			wantStatus: http.StatusServiceUnavailable, wantType: jsonType,
+			want: errorBody{Error: "informers have not synced yet"},
+		},
+		{
+			name: "readyz after the informers synced", method: http.MethodGet, path: "/readyz",
+			wantStatus: http.StatusOK, wantType: jsonType, want: map[string]string{"status": "ready"},
+		},
+		{
+			name: "version", method: http.MethodGet, path: "/version",
+			wantStatus: http.StatusOK, wantType: jsonType,
+			want: map[string]string{"version": version.Version, "policy": "binpack"},
+		},
+		{
+			name: "metrics", method: http.MethodGet, path: "/metrics",
+			wantStatus: http.StatusOK, wantType: textType, want: metricsText(0, 0, 0, 0, 0),
+		},
+		{
+			name: "GET on a POST route is a 405", method: http.MethodGet, path: pre + "/filter",
+			wantStatus: http.StatusMethodNotAllowed,
+		},
+		{
+			name: "POST on a GET route is a 405", method: http.MethodPost, path: pre + "/inspect", body: `{}`,
+			wantStatus: http.StatusMethodNotAllowed,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			runRoute(t, tc)
+		})
+	}
+}
+
+// runRoute serves one request on a fresh routeFixture and checks the answer.
+func runRoute(t *testing.T, tc routeCase) {
+	t.Helper()
+	logger, _ := ktesting.NewTestContext(t)
+	nodes, pods := routeFixture()
+	ext, api := extenderOn(logger, nodes, pods)
+	srv := httptest.NewServer(NewHandler(ext, func() bool { return !tc.notReady }, testBodyLimit, logger))
+	defer srv.Close()
+	status, ctype, body := do(t, srv, tc.method, tc.path, tc.body)
+	if status != tc.wantStatus {
+		t.Errorf("status = %d, want %d; body %s", status, tc.wantStatus, body)
+	}
+	if tc.wantType != "" && ctype != tc.wantType {
+		t.Errorf("Content-Type = %q, want %q", ctype, tc.wantType)
+	}
+	if tc.want != nil {
+		if diff := cmp.Diff(tc.want, decodeAs(t, tc.want, body)); diff != "" {
+			t.Errorf("answer (-want,+got):\n%s", diff)
+		}
+	}
+	if tc.wantPod != nil {
+		got, err := api.CoreV1().Pods("default").Get(t.Context(), tc.wantPod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get pod: %v", err)
+		}
+		if diff := cmp.Diff(podView(tc.wantPod), podView(got)); diff != "" {
+			t.Errorf("pod in the API (-want,+got):\n%s", diff)
+		}
+	}
+}
+
+// podView is what the route tests check of a pod: name, node and annotations.
+func podView(p *v1.Pod) map[string]any {
+	ann := map[string]string{}
+	for k, v := range p.Annotations {
+		ann[k] = v
+	}
+	return map[string]any{"name": p.Name, "node": p.Spec.NodeName, "annotations": ann}
+}
+
+func do(t *testing.T, srv *httptest.Server, method, path, body string) (int, string, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), raw
+}
+
+// decodeAs decodes body into a new value of want's type; a string want takes the raw body.
+func decodeAs(t *testing.T, want any, body []byte) any {
+	t.Helper()
+	if _, ok := want.(string); ok {
+		return string(body)
+	}
+	got := reflect.New(reflect.TypeOf(want))
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(got.Interface()); err != nil {
+		t.Fatalf("decode answer %s as %T: %v", body, want, err)
+	}
+	return got.Elem().Interface()
+}
+
+func metricsText(filters, prioritizes, binds, bindFailures, preempts int) string {
+	var b strings.Builder
+	for _, c := range []struct {
+		name, help string
+		v          int
+	}{
+		{"gpushare_filter_total", "Filter calls answered.", filters},
+		{"gpushare_prioritize_total", "Prioritize calls answered.", prioritizes},
+		{"gpushare_bind_total", "Pods bound.", binds},
+		{"gpushare_bind_failures_total", "Binds that failed and were rolled back.", bindFailures},
+		{"gpushare_preempt_total", "Preempt calls answered.", preempts},
+	} {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
+	}
+	return b.String()
+}
+
+// TestHandlerMetricsCount checks that /metrics counts the calls answered through the routes.
+func TestHandlerMetricsCount(t *testing.T) {
+	bindP := `{"PodName":"p","PodNamespace":"default","PodUID":"uid-p","Node":"n1"}`
+	args := `{"Pod":` + mustJSON(t, st.MakePod().Name("p").GPUMem(4).Obj()) + `,"NodeNames":["n1","n2"]}`
+	tests := []struct {
+		name  string
+		calls []string // "path body" pairs, all POST under Prefix
+		want  string
+	}{
+		{name: "no calls", want: metricsText(0, 0, 0, 0, 0)},
+		{
+			name:  "one of each",
+			calls: []string{"/filter " + args, "/prioritize " + args, "/bind " + bindP, "/preempt " + `{"Pod":{}}`},
+			want:  metricsText(1, 1, 1, 0, 1),
+		},
+		{
+			name:  "malformed calls are not counted",
+			calls: []string{"/filter {", "/prioritize {", "/bind {", "/preempt {"},
+			want:  metricsText(0, 0, 0, 0, 0),
+		},
+		{
+			name:  "a retried bind of a bound pod and a refused bind to another node count no new bind",
+			calls: []string{"/bind " + bindP, "/bind " + bindP, "/bind " + strings.Replace(bindP, "n1", "n4", 1)},
+			want:  metricsText(0, 0, 1, 0, 0),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			nodes, pods := routeFixture()
+			ext, _ := extenderOn(logger, nodes, pods)
+			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, testBodyLimit, logger))
+			defer srv.Close()
+			for _, c := range tc.calls {
+				path, body, _ := strings.Cut(c, " ")
+				do(t, srv, http.MethodPost, Prefix+path, body)
+			}
+			_, _, got := do(t, srv, http.MethodGet, "/metrics", "")
+			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
+				t.Errorf("metrics (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHandlerFilterNeverAddsNodes checks, for NodeNames requests of several shapes, that the
+// answer's NodeNames keep the request's order, contain only nodes that were asked about, and
+// that every asked node is either passed or failed.
+func TestHandlerFilterNeverAddsNodes(t *testing.T) {
+	tests := []struct {
+		name  string
+		nodes *[]string
+		want  []string
+	}{
+		{name: "all known", nodes: names("n4", "n1", "n2", "n3"), want: []string{"n4", "n1"}},
+		{name: "only unknown", nodes: names("x", "y"), want: []string{}},
+		{name: "empty list", nodes: names(), want: []string{}},
+		{name: "one fitting node", nodes: names("n1"), want: []string{"n1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			nodes, pods := routeFixture()
+			ext, _ := extenderOn(logger, nodes, pods)
+			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, testBodyLimit, logger))
+			defer srv.Close()
+			body := mustJSON(t, extenderv1.ExtenderArgs{Pod: st.MakePod().Name("p").GPUMem(4).Obj(), NodeNames: tc.nodes})
+			_, _, raw := do(t, srv, http.MethodPost, Prefix+"/filter", body)
+			var res extenderv1.ExtenderFilterResult
+			if err := json.Unmarshal(raw, &res); err != nil {
+				t.Fatalf("decode %s: %v", raw, err)
+			}
+			if res.Nodes != nil || res.NodeNames == nil {
+				t.Fatalf("answer must use NodeNames only: %s", raw)
+			}
+			if diff := cmp.Diff(tc.want, *res.NodeNames); diff != "" {
+				t.Errorf("NodeNames (-want,+got):\n%s", diff)
+			}
+			answered := map[string]int{}
+			for _, n := range *res.NodeNames {
+				answered[n]++
+			}
+			for _, m := range []extenderv1.FailedNodesMap{res.FailedNodes, res.FailedAndUnresolvableNodes} {
+				for n := range m {
+					answered[n]++
+				}
+			}
+			asked := map[string]int{}
+			for _, n := range *tc.nodes {
+				asked[n]++
+			}
+			if diff := cmp.Diff(asked, answered); diff != "" {
+				t.Errorf("every asked node must be answered exactly once (-asked,+answered):\n%s", diff)
+			}
+		})
+	}
+}
