@@ -43,6 +43,12 @@ func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Log
 	r.GET("/readyz", h.readyz)
 	r.GET("/version", h.version)
 	r.GET("/metrics", h.metrics)
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no route %s", req.URL.Path))
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s is not allowed on %s", req.Method, req.URL.Path))
+	})
 	return r
 }
 

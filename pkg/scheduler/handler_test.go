@@ -354,12 +354,19 @@ func TestHandlerRoutes(t *testing.T) {
 			wantStatus: http.StatusOK, wantType: textType, want: metricsText(0, 0, 0, 0, 0),
 		},
 		{
-			name: "GET on a POST route is a 405", method: http.MethodGet, path: pre + "/filter",
-			wantStatus: http.StatusMethodNotAllowed,
+			name: "GET on a POST route is a 405 with a JSON error", method: http.MethodGet, path: pre + "/filter",
+			wantStatus: http.StatusMethodNotAllowed, wantType: jsonType,
+			want: errorBody{Error: "method GET is not allowed on " + pre + "/filter"},
 		},
 		{
-			name: "POST on a GET route is a 405", method: http.MethodPost, path: pre + "/inspect", body: `{}`,
-			wantStatus: http.StatusMethodNotAllowed,
+			name: "POST on a GET route is a 405 with a JSON error", method: http.MethodPost, path: pre + "/inspect", body: `{}`,
+			wantStatus: http.StatusMethodNotAllowed, wantType: jsonType,
+			want: errorBody{Error: "method POST is not allowed on " + pre + "/inspect"},
+		},
+		{
+			name: "an unknown route is a 404 with a JSON error", method: http.MethodPost, path: pre + "/filterz", body: `{}`,
+			wantStatus: http.StatusNotFound, wantType: jsonType,
+			want: errorBody{Error: "no route " + pre + "/filterz"},
 		},
 	}
 	for _, tc := range tests {
