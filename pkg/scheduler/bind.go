@@ -61,13 +61,13 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	return nil
 }
 
-// alreadyBound makes a retried bind idempotent: success when the pod is on node (the cache
-// learns it now if the informer has not told it yet), an error otherwise.
+// alreadyBound makes a retried bind idempotent: success when the pod is on node, an error
+// otherwise. The cache is left to the informer: pod may already be stale (deleted since it was
+// read), and recording it here would bring a deleted pod back for good.
 func (e *Extender) alreadyBound(pod *v1.Pod, node string) error {
 	if pod.Spec.NodeName != node {
 		return fmt.Errorf("bind %s to %s: %w (%s)", klog.KObj(pod), node, ErrAlreadyBound, pod.Spec.NodeName)
 	}
-	e.cache.SetPod(pod)
 	return nil
 }
 
