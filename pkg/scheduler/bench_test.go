@@ -1,0 +1,160 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// benchSizes are the cluster sizes of the benchmarks, in nodes of benchGPUsPerNode cards.
+var benchSizes = []int{100, 1000, 5000}
+
+const (
+	benchGPUsPerNode = 8
+	benchPodUnits    = 4
+)
+
+// benchCluster is a cluster of n nodes of 8 cards each, a seeded mix of 16, 32 and 80 GiB
+// nodes, each card 0-90% used by one bound pod; plus the pending 4 GiB pod to place.
+type benchCluster struct {
+	ext   *Extender
+	api   *fake.Clientset
+	ctx   context.Context
+	nodes []string
+	args  *extenderv1.ExtenderArgs
+}
+
+func newBenchCluster(b *testing.B, n int) *benchCluster {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(uint64(n), 42))
+	c := cache.New(contract.DefaultNames(), klog.Background())
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%05d", i)
+		size := []int64{16, 32, 80}[rng.IntN(3)]
+		sizes := make([]int64, benchGPUsPerNode)
+		for g := range sizes {
+			sizes[g] = size
+		}
+		c.SetNode(st.MakeNode(names[i]).GPUs(sizes...).Obj())
+		for g := range sizes {
+			used := int64(float64(size) * 0.9 * rng.Float64())
+			if used == 0 {
+				continue
+			}
+			c.SetPod(st.MakePod().Name(fmt.Sprintf("%s-g%d", names[i], g)).GPUMem(used).Node(names[i]).
+				Placement(fmt.Sprintf(`{"0":{"%d":%d}}`, g, used)).Obj())
+		}
+	}
+	api := fakeAPIWithBinding()
+	pod := st.MakePod().Name("pending").GPUMem(benchPodUnits).Obj()
+	ctx := klog.NewContext(context.Background(), klog.Background())
+	nodeNames := append([]string(nil), names...)
+	return &benchCluster{
+		ext:   NewExtender(c, api, binpack{}, contract.DefaultNames()),
+		api:   api,
+		ctx:   ctx,
+		nodes: names,
+		args:  &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &nodeNames},
+	}
+}
+
+func BenchmarkFilter(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			bc := newBenchCluster(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if res := bc.ext.Filter(bc.ctx, bc.args); res.Error != "" || len(*res.NodeNames) == 0 {
+					b.Fatalf("filter: %q, %d nodes passed", res.Error, len(*res.NodeNames))
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkPrioritize(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			bc := newBenchCluster(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := bc.ext.Prioritize(bc.ctx, bc.args); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFilterPrioritize is one scheduling cycle's extender work: filter all nodes, then
+// prioritize those that passed, as kube-scheduler does.
+func BenchmarkFilterPrioritize(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			bc := newBenchCluster(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				res := bc.ext.Filter(bc.ctx, bc.args)
+				if _, err := bc.ext.Prioritize(bc.ctx, &extenderv1.ExtenderArgs{Pod: bc.args.Pod, NodeNames: res.NodeNames}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBind binds a new 4 GiB pod per iteration, round robin over the nodes it fits, through the
+// fake API (get, patch, binding). Creating the pod beforehand and releasing it afterwards are
+// not timed.
+func BenchmarkBind(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			bc := newBenchCluster(b, n)
+			pods := bc.api.CoreV1().Pods("default")
+			fits := *bc.ext.Filter(bc.ctx, bc.args).NodeNames
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				pod := st.MakePod().Name(fmt.Sprintf("bench-%d", i)).GPUMem(benchPodUnits).Obj()
+				if _, err := pods.Create(bc.ctx, pod, metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				args := &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: fits[i%len(fits)]}
+				b.StartTimer()
+				err := bc.ext.Bind(bc.ctx, args)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				releaseBenchPod(b, bc, pod)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// releaseBenchPod deletes a bound pod from the API and the cache, so the cluster's occupancy
+// stays as it was.
+func releaseBenchPod(b *testing.B, bc *benchCluster, pod *v1.Pod) {
+	if err := bc.api.CoreV1().Pods(pod.Namespace).Delete(bc.ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	bc.ext.Cache().RemovePod(pod)
+	bc.api.ClearActions()
+}
