@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpushare/gpushare/pkg/scheduler"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(*config)
+		wantErr []string // substrings the error must contain; none means valid
+	}{
+		{name: "defaults are valid", change: func(*config) {}},
+		{name: "spread policy", change: func(c *config) { c.policy = "spread" }},
+		{name: "MiB unit", change: func(c *config) { c.names.Unit = resource.MustParse("1Mi") }},
+		{name: "unknown policy", change: func(c *config) { c.policy = "fastest" }, wantErr: []string{`unknown policy "fastest"`, "binpack", "spread"}},
+		{name: "zero qps", change: func(c *config) { c.qps = 0 }, wantErr: []string{"--kube-api-qps and --kube-api-burst must be positive"}},
+		{name: "negative burst", change: func(c *config) { c.burst = -1 }, wantErr: []string{"--kube-api-qps and --kube-api-burst must be positive"}},
+		{name: "tiny body limit", change: func(c *config) { c.maxBody = 100 }, wantErr: []string{"--max-body-bytes must be at least 1024"}},
+		{name: "unit below 1Mi", change: func(c *config) { c.names.Unit = resource.MustParse("512Ki") }, wantErr: []string{"unit 512Ki must be a whole number of MiB"}},
+		{name: "unit not a whole MiB", change: func(c *config) { c.names.Unit = resource.MustParse("1G") }, wantErr: []string{"unit 1G must be a whole number of MiB"}},
+		{name: "empty resource name", change: func(c *config) { c.names.Resource = " " }, wantErr: []string{"resource name is empty"}},
+		{
+			name:    "every problem is reported at once",
+			change:  func(c *config) { c.policy, c.qps, c.maxBody = "x", 0, 0 },
+			wantErr: []string{`unknown policy "x"`, "kube-api-qps", "max-body-bytes"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := defaultConfig()
+			tc.change(&c)
+			err := c.validate(scheduler.NewPolicies())
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Errorf("validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validate() = nil, want an error containing %q", tc.wantErr)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("validate() = %q, want it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
