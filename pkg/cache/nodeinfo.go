@@ -78,6 +78,9 @@ type NodeInfo struct {
 	Inventory InventorySource `json:"inventory"`
 	// GPUs are the node's cards in index order.
 	GPUs []GPUInfo `json:"gpus"`
+	// MaxFree is the largest free block on a healthy card: a one-card ask larger than it cannot
+	// fit, whatever the card's model.
+	MaxFree int64 `json:"maxFree"`
 	// PendingUnits is held by pods on the node without a usable placement.
 	PendingUnits int64 `json:"pendingUnits"`
 	// Pods are the pods holding gpu-mem on the node, sorted by namespace/name.

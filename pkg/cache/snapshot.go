@@ -32,6 +32,11 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
 		chargePod(n, pos, ps)
 	}
 	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key() < n.Pods[j].Key() })
+	for i := range n.GPUs {
+		if n.GPUs[i].Healthy {
+			n.MaxFree = max(n.MaxFree, n.GPUs[i].Free())
+		}
+	}
 	return n
 }
 

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
@@ -28,39 +29,57 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		}
 		return e.filterResult(args, res, nil)
 	}
-	passed := make(map[string]bool, len(names))
-	for i, node := range e.cache.Lookup(names) {
-		name := names[i]
+	nodes := e.cache.Lookup(names)
+	failures := make([]*FitError, len(names))
+	if !req.Empty() {
+		parallelize(len(nodes), func(lo, hi int) {
+			var plan Plan
+			for i := lo; i < hi; i++ {
+				failures[i] = e.check(nodes[i], &req, &plan)
+			}
+		})
+	}
+	passed := make([]bool, len(names))
+	for i, fe := range failures {
 		switch {
-		case req.Empty():
-			passed[name] = true
-		case node == nil:
-			res.FailedAndUnresolvableNodes[name] = "GPU memory: node is not a GPU-sharing node known to the extender"
+		case fe == nil:
+			passed[i] = true
+		case fe.Unresolvable:
+			res.FailedAndUnresolvableNodes[names[i]] = fe.Reason
 		default:
-			if _, ok := PlanPod(node, &req, e.policy); ok {
-				passed[name] = true
-				continue
-			}
-			fe := Explain(node, &req, e.names.UnitLabel())
-			if fe.Unresolvable {
-				res.FailedAndUnresolvableNodes[name] = fe.Reason
-			} else {
-				res.FailedNodes[name] = fe.Reason
-			}
-			logger.V(4).Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", name, "reason", fe.Reason)
+			res.FailedNodes[names[i]] = fe.Reason
+		}
+		if fe != nil {
+			logger.V(4).Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", names[i], "reason", fe.Reason)
 		}
 	}
-	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", len(passed))
+	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", countTrue(passed))
 	e.metrics.filters.Add(1)
 	return e.filterResult(args, res, passed)
 }
 
-// filterResult fills the passing nodes in the form the request used.
-func (e *Extender) filterResult(args *extenderv1.ExtenderArgs, res *extenderv1.ExtenderFilterResult, passed map[string]bool) *extenderv1.ExtenderFilterResult {
+// check says why req does not fit node (nil when it fits); plan is scratch space.
+func (e *Extender) check(node *cache.NodeInfo, req *contract.PodRequest, plan *Plan) *FitError {
+	switch {
+	case node == nil:
+		return &FitError{Reason: "GPU memory: node is not a GPU-sharing node known to the extender", Unresolvable: true}
+	case len(req.Containers) == 1 && req.Containers[0].GPUs == 1 && len(req.Models) == 0:
+		if node.MaxFree >= req.Containers[0].Units {
+			return nil // one card, any model: the largest free block decides
+		}
+	case planInto(node, req, e.policy, plan):
+		return nil
+	}
+	return Explain(node, req, e.names.UnitLabel())
+}
+
+// filterResult fills the passing nodes (passed[i] for the request's i-th node) in the form the
+// request used.
+func (e *Extender) filterResult(args *extenderv1.ExtenderArgs, res *extenderv1.ExtenderFilterResult, passed []bool) *extenderv1.ExtenderFilterResult {
 	if args.NodeNames != nil {
-		out := make([]string, 0, len(passed))
-		for _, n := range *args.NodeNames {
-			if passed[n] {
+		out := make([]string, 0, countTrue(passed))
+		for i, n := range *args.NodeNames {
+			if i < len(passed) && passed[i] {
 				out = append(out, n)
 			}
 		}
@@ -70,13 +89,23 @@ func (e *Extender) filterResult(args *extenderv1.ExtenderArgs, res *extenderv1.E
 	list := &v1.NodeList{}
 	if args.Nodes != nil {
 		for i := range args.Nodes.Items {
-			if passed[args.Nodes.Items[i].Name] {
+			if i < len(passed) && passed[i] {
 				list.Items = append(list.Items, args.Nodes.Items[i])
 			}
 		}
 	}
 	res.Nodes = list
 	return res
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // argNodeNames lists the candidate nodes of a request, whichever form it used.

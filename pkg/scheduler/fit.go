@@ -15,23 +15,36 @@ const searchBudget = 2048
 // if later containers do not fit, earlier single-card choices are revisited, so a placement is
 // found whenever one exists within the search budget.
 func PlanPod(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) (*Plan, bool) {
-	if fast, ok := planSingle(node, req, policy); ok {
-		return fast, fast != nil
+	p := &Plan{}
+	if !planInto(node, req, policy, p) {
+		return nil, false
+	}
+	return p, true
+}
+
+// planInto is PlanPod writing into p, so that hot loops over many nodes can reuse one Plan.
+func planInto(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p *Plan) bool {
+	if fits, single := planSingle(node, req, policy, p); single {
+		return fits
 	}
 	s := newSearch(node, req, policy)
 	if !s.apps(0) || !s.inits() {
-		return nil, false
+		return false
 	}
-	return &Plan{Slots: s.slots}, true
+	p.Slots = s.slots
+	return true
 }
 
-// planSingle handles the common pod, one container on one card, without allocating a search.
-// ok is false when the pod is not of that shape.
-func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) (*Plan, bool) {
+// planSingle handles the common pod, one container on one card, without allocating: the slot
+// goes into p's inline storage. single is false when the pod is not of that shape.
+func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p *Plan) (fits, single bool) {
 	if len(req.Containers) != 1 || req.Containers[0].GPUs != 1 {
-		return nil, false
+		return false, false
 	}
 	units, best, bestRank := req.Containers[0].Units, -1, 0.0
+	if node.MaxFree < units {
+		return false, true
+	}
 	for g := range node.GPUs {
 		if !usable(node, g, req) || node.GPUs[g].Free() < units {
 			continue
@@ -41,9 +54,11 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) (
 		}
 	}
 	if best < 0 {
-		return nil, true
+		return false, true
 	}
-	return &Plan{Slots: []Slot{{Container: 0, GPU: best, Units: units}}}, true
+	p.one[0] = Slot{Container: 0, GPU: best, Units: units}
+	p.Slots = p.one[:]
+	return true, true
 }
 
 func usable(node *cache.NodeInfo, g int, req *contract.PodRequest) bool {

@@ -137,11 +137,15 @@ func names(n ...string) *[]string {
 
 // wantNode is a node of routeFixture as the cache shows it: 64 CPUs, 256 GiB, no requests.
 func wantNode(name string, gpus []cache.GPUInfo, pods ...cache.PodInfo) *cache.NodeInfo {
+	var maxFree int64
 	for i := range gpus {
 		gpus[i].UUID = fmt.Sprintf("GPU-%s-%d", name, gpus[i].Index)
 		gpus[i].Model = "Tesla T4"
+		if gpus[i].Healthy {
+			maxFree = max(maxFree, gpus[i].Capacity-gpus[i].Used)
+		}
 	}
-	return &cache.NodeInfo{Name: name, Inventory: cache.FromAnnotation, GPUs: gpus, Pods: pods,
+	return &cache.NodeInfo{Name: name, Inventory: cache.FromAnnotation, GPUs: gpus, Pods: pods, MaxFree: maxFree,
 		AllocatableMilliCPU: 64000, AllocatableMemory: 256 << 30}
 }
 

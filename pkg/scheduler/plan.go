@@ -19,6 +19,7 @@ type Slot struct {
 type Plan struct {
 	// Slots lists the chosen cards.
 	Slots []Slot
+	one   [1]Slot // storage for the common one-slot plan
 }
 
 // Allocation turns the plan into the pod's placement annotation value.
@@ -53,15 +54,22 @@ func (p *Plan) Charge(req *contract.PodRequest, g int) int64 {
 
 // UsedGPUs lists the GPU positions the plan touches, each once, in slot order.
 func (p *Plan) UsedGPUs() []int {
-	var out []int
-	for _, s := range p.Slots {
-		dup := false
-		for _, g := range out {
-			dup = dup || g == s.GPU
-		}
-		if !dup {
+	out := make([]int, 0, len(p.Slots))
+	for i, s := range p.Slots {
+		if p.FirstSlotOn(i) {
 			out = append(out, s.GPU)
 		}
 	}
 	return out
+}
+
+// FirstSlotOn reports whether slot i is the plan's first slot on its GPU; iterating the slots
+// for which it holds visits every used GPU once without allocating.
+func (p *Plan) FirstSlotOn(i int) bool {
+	for j := range i {
+		if p.Slots[j].GPU == p.Slots[i].GPU {
+			return false
+		}
+	}
+	return true
 }

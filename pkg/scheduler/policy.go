@@ -85,8 +85,11 @@ func (spread) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodReque
 // is after placement (weight 1/100, a tie-breaker), both as fractions.
 func fullness(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
 	var used, capacity, add int64
-	for _, g := range plan.UsedGPUs() {
-		c := plan.Charge(req, g)
+	for i, s := range plan.Slots {
+		if !plan.FirstSlotOn(i) {
+			continue
+		}
+		g, c := s.GPU, plan.Charge(req, s.GPU)
 		used += node.GPUs[g].Used + c
 		capacity += node.GPUs[g].Capacity
 		add += c

@@ -27,18 +27,21 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	if err != nil || req.Empty() {
 		return out, nil // filter already reported the error
 	}
-	raw := make([]float64, len(names))
-	lo, hi, fits := math.Inf(1), math.Inf(-1), make([]bool, len(names))
-	for i, node := range e.cache.Lookup(names) {
-		if node == nil {
-			continue
+	raw, fits := make([]float64, len(names)), make([]bool, len(names))
+	nodes := e.cache.Lookup(names)
+	parallelize(len(nodes), func(lo, hi int) {
+		var plan Plan
+		for i := lo; i < hi; i++ {
+			if nodes[i] != nil && planInto(nodes[i], &req, e.policy, &plan) {
+				raw[i], fits[i] = e.policy.ScoreNode(nodes[i], &plan, &req), true
+			}
 		}
-		plan, ok := PlanPod(node, &req, e.policy)
-		if !ok {
-			continue
+	})
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i := range raw {
+		if fits[i] {
+			lo, hi = min(lo, raw[i]), max(hi, raw[i])
 		}
-		raw[i], fits[i] = e.policy.ScoreNode(node, plan, &req), true
-		lo, hi = min(lo, raw[i]), max(hi, raw[i])
 	}
 	for i := range out {
 		if fits[i] {
