@@ -1,0 +1,100 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// PrintDetails prints, per node, its pods with their units on each card (and pending units when
+// the node has any), the node's allocated/total, then the cluster line. wide adds each node's
+// card table (model, UUID, health).
+func PrintDetails(out io.Writer, r *Report, wide bool) error {
+	for i := range r.Nodes {
+		if err := printNodeDetails(out, &r.Nodes[i], r.Unit, wide); err != nil {
+			return err
+		}
+	}
+	return printClusterLine(out, r)
+}
+
+func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide bool) error {
+	w := newTable(out)
+	err := writeRow(w, "NAME:", n.Name)
+	if err == nil {
+		err = writeRow(w, "IPADDRESS:", orDash(n.Address))
+	}
+	if err == nil {
+		err = writeRow(w)
+	}
+	if err == nil {
+		err = writePodTable(w, n)
+	}
+	if err == nil {
+		err = writeRow(w)
+	}
+	if err == nil && wide {
+		err = printCards(w, []NodeReport{*n}, unit)
+	}
+	if err == nil && wide {
+		err = writeRow(w)
+	}
+	if err == nil {
+		err = writeRow(w, "Allocated/Total GPU Memory("+unit+"):",
+			fraction(n.Allocated, n.Total)+" ("+strconv.FormatInt(n.Percent(), 10)+"%)")
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("write node %s: %w", n.Name, err)
+	}
+	_, err = io.WriteString(out, strings.Repeat("-", 70)+"\n")
+	return err
+}
+
+// writePodTable writes one row per pod with a column per card of the node and a PENDING
+// column when the node has pending units, then a row with each card's allocated/total.
+func writePodTable(w io.Writer, n *NodeReport) error {
+	pending := n.PendingUnits > 0
+	h := []string{"NAME", "NAMESPACE"}
+	for _, g := range n.GPUs {
+		h = append(h, "GPU"+strconv.Itoa(g.Index)+"(Allocated)")
+	}
+	if pending {
+		h = append(h, "PENDING(Allocated)")
+	}
+	if err := writeRow(w, h...); err != nil {
+		return err
+	}
+	for i := range n.Pods {
+		if err := writeRow(w, podRow(&n.Pods[i], n, pending)...); err != nil {
+			return err
+		}
+	}
+	return writeRow(w, cardTotalsRow(n, pending)...)
+}
+
+// cardTotalsRow is the last row of a node's pod table: allocated/total of each card.
+func cardTotalsRow(n *NodeReport, pending bool) []string {
+	row := []string{"Allocated/Total", ""}
+	for _, g := range n.GPUs {
+		row = append(row, fraction(g.Allocated, g.Total))
+	}
+	if pending {
+		row = append(row, strconv.FormatInt(n.PendingUnits, 10))
+	}
+	return row
+}
+
+func podRow(p *PodReport, n *NodeReport, pending bool) []string {
+	row := []string{p.Name, p.Namespace}
+	for _, g := range n.GPUs {
+		row = append(row, strconv.FormatInt(p.GPUs[strconv.Itoa(g.Index)], 10))
+	}
+	if pending {
+		row = append(row, strconv.FormatInt(p.PendingUnits, 10))
+	}
+	return row
+}
