@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 )
 
 // PrintDetails prints, per node, its pods with their units on each card (and pending units when
@@ -12,6 +11,11 @@ import (
 // card table (model, UUID, health).
 func PrintDetails(out io.Writer, r *Report, wide bool) error {
 	for i := range r.Nodes {
+		if i > 0 {
+			if _, err := io.WriteString(out, separator); err != nil {
+				return err
+			}
+		}
 		if err := printNodeDetails(out, &r.Nodes[i], r.Unit, wide); err != nil {
 			return err
 		}
@@ -50,8 +54,7 @@ func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide bool) erro
 	if err != nil {
 		return fmt.Errorf("write node %s: %w", n.Name, err)
 	}
-	_, err = io.WriteString(out, strings.Repeat("-", 70)+"\n")
-	return err
+	return nil
 }
 
 // writePodTable writes one row per pod with a column per card of the node and a PENDING
@@ -80,7 +83,7 @@ func writePodTable(w io.Writer, n *NodeReport) error {
 func cardTotalsRow(n *NodeReport, pending bool) []string {
 	row := []string{"Allocated/Total", ""}
 	for _, g := range n.GPUs {
-		row = append(row, fraction(g.Allocated, g.Total))
+		row = append(row, cardCell(&g))
 	}
 	if pending {
 		row = append(row, strconv.FormatInt(n.PendingUnits, 10))

@@ -9,6 +9,9 @@ import (
 	"unicode"
 )
 
+// separator ends each node's details and precedes the cluster line.
+const separator = "----------------------------------------------------------------------\n"
+
 // newTable returns the tabwriter every table view uses. Flush it when done.
 func newTable(out io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -101,7 +104,7 @@ func tableRow(n *NodeReport, cards int, pending bool) []string {
 	row := []string{n.Name, orDash(n.Address)}
 	for i := 0; i < cards; i++ {
 		if g, ok := n.gpu(i); ok {
-			row = append(row, fraction(g.Allocated, g.Total))
+			row = append(row, cardCell(g))
 		} else {
 			row = append(row, "-")
 		}
@@ -110,6 +113,15 @@ func tableRow(n *NodeReport, cards int, pending bool) []string {
 		row = append(row, strconv.FormatInt(n.PendingUnits, 10))
 	}
 	return append(row, fraction(n.Allocated, n.Total))
+}
+
+// cardCell renders a card as "allocated/total", marked when the card is unhealthy so that its
+// free memory is not mistaken for usable memory.
+func cardCell(g *GPUReport) string {
+	if !g.Healthy {
+		return fraction(g.Allocated, g.Total) + "(unhealthy)"
+	}
+	return fraction(g.Allocated, g.Total)
 }
 
 func orDash(s string) string {
@@ -121,7 +133,7 @@ func orDash(s string) string {
 
 // printClusterLine prints the separator and `Allocated/Total GPU Memory In Cluster: X/Y (Z%)`.
 func printClusterLine(out io.Writer, r *Report) error {
-	_, err := io.WriteString(out, strings.Repeat("-", 70)+"\nAllocated/Total GPU Memory In Cluster: "+
+	_, err := io.WriteString(out, separator+"Allocated/Total GPU Memory In Cluster: "+
 		fraction(r.Cluster.Allocated, r.Cluster.Total)+" ("+strconv.FormatInt(r.Cluster.Percent(), 10)+"%)\n")
 	return err
 }
