@@ -104,7 +104,18 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	o.configFlags.AddFlags(fl)
 	gofs := flag.NewFlagSet("gpushare", flag.ContinueOnError)
 	o.names.AddFlags(gofs)
+	addVerbosity(gofs)
 	fl.AddGoFlagSet(gofs)
+}
+
+// addVerbosity adds klog's -v alone (client-go logs each request at -v=6), not klog's other
+// flags.
+func addVerbosity(fs *flag.FlagSet) {
+	all := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(all)
+	if v := all.Lookup("v"); v != nil {
+		fs.Var(v.Value, v.Name, v.Usage)
+	}
 }
 
 // Complete takes the node names from args, the namespace from an explicit -n, and builds the
