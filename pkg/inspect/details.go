@@ -17,7 +17,7 @@ func PrintDetails(out io.Writer, r *Report, wide bool) error {
 			}
 		}
 		if err := printNodeDetails(out, &r.Nodes[i], r.Unit, wide); err != nil {
-			return err
+			return fmt.Errorf("node %s: %w", r.Nodes[i].Name, err)
 		}
 	}
 	return printClusterLine(out, r)
@@ -25,41 +25,24 @@ func PrintDetails(out io.Writer, r *Report, wide bool) error {
 
 func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide bool) error {
 	w := newTable(out)
-	err := writeRow(w, "NAME:", n.Name)
-	if err == nil {
-		err = writeRow(w, "IPADDRESS:", orDash(n.Address))
+	t := &rows{w: w}
+	t.row("NAME:", n.Name)
+	t.row("IPADDRESS:", orDash(n.Address))
+	t.row()
+	writePodTable(t, n)
+	t.row()
+	if wide {
+		writeCards(t, []NodeReport{*n}, unit)
+		t.row()
 	}
-	if err == nil {
-		err = writeRow(w)
-	}
-	if err == nil {
-		err = writePodTable(w, n)
-	}
-	if err == nil {
-		err = writeRow(w)
-	}
-	if err == nil && wide {
-		err = printCards(w, []NodeReport{*n}, unit)
-	}
-	if err == nil && wide {
-		err = writeRow(w)
-	}
-	if err == nil {
-		err = writeRow(w, "Allocated/Total GPU Memory("+unit+"):",
-			fraction(n.Allocated, n.Total)+" ("+strconv.FormatInt(n.Percent(), 10)+"%)")
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
-		return fmt.Errorf("write node %s: %w", n.Name, err)
-	}
-	return nil
+	t.row("Allocated/Total GPU Memory("+unit+"):",
+		fraction(n.Allocated, n.Total)+" ("+strconv.FormatInt(n.Percent(), 10)+"%)")
+	return flush(w, t.err)
 }
 
 // writePodTable writes one row per pod with a column per card of the node and a PENDING
 // column when the node has pending units, then a row with each card's allocated/total.
-func writePodTable(w io.Writer, n *NodeReport) error {
+func writePodTable(t *rows, n *NodeReport) {
 	pending := n.PendingUnits > 0
 	h := []string{"NAME", "NAMESPACE"}
 	for _, g := range n.GPUs {
@@ -68,15 +51,22 @@ func writePodTable(w io.Writer, n *NodeReport) error {
 	if pending {
 		h = append(h, "PENDING(Allocated)")
 	}
-	if err := writeRow(w, h...); err != nil {
-		return err
-	}
+	t.row(h...)
 	for i := range n.Pods {
-		if err := writeRow(w, podRow(&n.Pods[i], n, pending)...); err != nil {
-			return err
-		}
+		t.row(podRow(&n.Pods[i], n, pending)...)
 	}
-	return writeRow(w, cardTotalsRow(n, pending)...)
+	t.row(cardTotalsRow(n, pending)...)
+}
+
+func podRow(p *PodReport, n *NodeReport, pending bool) []string {
+	row := []string{p.Name, p.Namespace}
+	for _, g := range n.GPUs {
+		row = append(row, strconv.FormatInt(p.GPUs[strconv.Itoa(g.Index)], 10))
+	}
+	if pending {
+		row = append(row, strconv.FormatInt(p.PendingUnits, 10))
+	}
+	return row
 }
 
 // cardTotalsRow is the last row of a node's pod table: allocated/total of each card.
@@ -87,17 +77,6 @@ func cardTotalsRow(n *NodeReport, pending bool) []string {
 	}
 	if pending {
 		row = append(row, strconv.FormatInt(n.PendingUnits, 10))
-	}
-	return row
-}
-
-func podRow(p *PodReport, n *NodeReport, pending bool) []string {
-	row := []string{p.Name, p.Namespace}
-	for _, g := range n.GPUs {
-		row = append(row, strconv.FormatInt(p.GPUs[strconv.Itoa(g.Index)], 10))
-	}
-	if pending {
-		row = append(row, strconv.FormatInt(p.PendingUnits, 10))
 	}
 	return row
 }

@@ -32,6 +32,19 @@ func writeRow(w io.Writer, cells ...string) error {
 	return err
 }
 
+// rows writes table rows and keeps the first error, so that a view checks once at the end.
+type rows struct {
+	w   io.Writer
+	err error
+}
+
+// row writes one row unless an earlier row failed.
+func (r *rows) row(cells ...string) {
+	if r.err == nil {
+		r.err = writeRow(r.w, cells...)
+	}
+}
+
 // fraction renders "a/b".
 func fraction(a, b int64) string {
 	return strconv.FormatInt(a, 10) + "/" + strconv.FormatInt(b, 10)
@@ -73,19 +86,32 @@ func anyPending(r *Report) bool {
 // column when some pod holds memory without a placement, the node total, and the cluster line.
 func PrintTable(out io.Writer, r *Report) error {
 	w := newTable(out)
-	cards, pending := maxCards(r), anyPending(r)
-	if err := writeRow(w, tableHeader(cards, pending, r.Unit)...); err != nil {
+	t := &rows{w: w}
+	writeNodeTable(t, r)
+	if err := flush(w, t.err); err != nil {
 		return err
 	}
+	return printClusterLine(out, r)
+}
+
+// writeNodeTable writes the header and one row per node.
+func writeNodeTable(t *rows, r *Report) {
+	cards, pending := maxCards(r), anyPending(r)
+	t.row(tableHeader(cards, pending, r.Unit)...)
 	for i := range r.Nodes {
-		if err := writeRow(w, tableRow(&r.Nodes[i], cards, pending)...); err != nil {
-			return err
-		}
+		t.row(tableRow(&r.Nodes[i], cards, pending)...)
 	}
-	if err := w.Flush(); err != nil {
+}
+
+// flush flushes a tabwriter after its rows were written with error err.
+func flush(w *tabwriter.Writer, err error) error {
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
-	return printClusterLine(out, r)
+	return nil
 }
 
 func tableHeader(cards int, pending bool, unit string) []string {

@@ -1,7 +1,6 @@
 package inspect
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 )
@@ -10,42 +9,26 @@ import (
 // then the cluster line.
 func PrintWide(out io.Writer, r *Report) error {
 	w := newTable(out)
-	cards, pending := maxCards(r), anyPending(r)
-	if err := writeRow(w, tableHeader(cards, pending, r.Unit)...); err != nil {
+	t := &rows{w: w}
+	writeNodeTable(t, r)
+	t.row() // an empty line ends tabwriter's column blocks: each table keeps its own widths
+	writeCards(t, r.Nodes, r.Unit)
+	if err := flush(w, t.err); err != nil {
 		return err
-	}
-	for i := range r.Nodes {
-		if err := writeRow(w, tableRow(&r.Nodes[i], cards, pending)...); err != nil {
-			return err
-		}
-	}
-	if err := writeRow(w); err != nil {
-		return err
-	}
-	if err := printCards(w, r.Nodes, r.Unit); err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("write table: %w", err)
 	}
 	return printClusterLine(out, r)
 }
 
-// printCards writes the card table. The caller separates it from the node table by an empty
-// line, which ends tabwriter's column blocks, so each table keeps its own column widths.
-func printCards(w io.Writer, nodes []NodeReport, unit string) error {
-	err := writeRow(w, "NODE", "GPU", "MODEL", "UUID", "HEALTH", "ALLOCATED/TOTAL("+unit+")", "INVENTORY")
-	for i := 0; i < len(nodes) && err == nil; i++ {
+// writeCards writes the card table of nodes.
+func writeCards(t *rows, nodes []NodeReport, unit string) {
+	t.row("NODE", "GPU", "MODEL", "UUID", "HEALTH", "ALLOCATED/TOTAL("+unit+")", "INVENTORY")
+	for i := range nodes {
 		n := &nodes[i]
 		for _, g := range n.GPUs {
-			err = writeRow(w, n.Name, strconv.Itoa(g.Index), orDash(g.Model), orDash(g.UUID), health(g.Healthy),
+			t.row(n.Name, strconv.Itoa(g.Index), orDash(g.Model), orDash(g.UUID), health(g.Healthy),
 				fraction(g.Allocated, g.Total), string(n.Inventory))
-			if err != nil {
-				break
-			}
 		}
 	}
-	return err
 }
 
 func health(ok bool) string {
