@@ -38,7 +38,11 @@ func TestKubectlPlugin(t *testing.T) {
 		{name: "table", golden: "table.golden",
 			podLists: []string{"spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"}},
 		{name: "details", args: []string{"-d"}, golden: "details.golden"},
+		{name: "details namespace", args: []string{"-d", "-n", "team-a"}, golden: "details-namespace.golden"},
+		{name: "wide", args: []string{"-o", "wide"}, golden: "wide.golden"},
+		{name: "json", args: []string{"-o", "json"}, golden: "json.golden"},
 		{name: "yaml", args: []string{"-o", "yaml"}, golden: "yaml.golden"},
+		{name: "contract flag", args: []string{"--unit", "1Mi"}, golden: "unit-mib.golden"},
 		{name: "named nodes", args: []string{"node-c", "node-b", "node-c"}, golden: "nodes.golden",
 			podLists: []string{
 				"spec.nodeName=node-c,status.phase!=Succeeded,status.phase!=Failed",
