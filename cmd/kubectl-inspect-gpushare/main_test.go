@@ -53,7 +53,7 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			api, srv := newFakeAPIServer(t, st.Cluster(t), tc.forbidPods)
+			api, srv := newFakeAPIServer(t, st.Cluster(), tc.forbidPods)
 			kubeconfig := writeKubeconfig(t, srv.URL)
 			cmd := exec.Command(kubectl, append([]string{"inspect", "gpushare", "--kubeconfig", kubeconfig}, tc.args...)...)
 			cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),

@@ -35,7 +35,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewClientset(st.Cluster(t)...)
+			client := fake.NewClientset(st.Cluster()...)
 			if tc.forbid != "" {
 				client.PrependReactor("*", tc.forbid, func(a k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: tc.forbid}, "", errors.New("RBAC: access denied"))

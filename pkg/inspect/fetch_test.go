@@ -34,7 +34,7 @@ func TestFetchSelectors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			client := fake.NewClientset(st.Cluster(t)...)
+			client := fake.NewClientset(st.Cluster()...)
 			if _, _, err := inspect.Fetch(ctx, client, tc.nodes); err != nil {
 				t.Fatal(err)
 			}

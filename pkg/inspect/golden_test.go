@@ -54,7 +54,7 @@ func golden(t *testing.T, name, got string) {
 func TestGoldenViews(t *testing.T) {
 	tests := []struct {
 		name string
-		objs func(t *testing.T) []runtime.Object
+		objs []runtime.Object
 		args []string
 	}{
 		{name: "table", args: nil},
@@ -67,14 +67,14 @@ func TestGoldenViews(t *testing.T) {
 		{name: "yaml", args: []string{"-o", "yaml"}},
 		{name: "nodes", args: []string{"node-c", "node-b", "node-c"}},
 		{name: "unit-mib", args: []string{"--unit", "1Mi"}},
-		{name: "empty", objs: func(t *testing.T) []runtime.Object { return st.Nodes(t)[3:] }},
-		{name: "empty-json", objs: func(t *testing.T) []runtime.Object { return nil }, args: []string{"-o", "json"}},
+		{name: "empty", objs: st.Nodes()[3:]},
+		{name: "empty-json", objs: []runtime.Object{}, args: []string{"-o", "json"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := st.Cluster(t)
+			objs := st.Cluster()
 			if tc.objs != nil {
-				objs = tc.objs(t)
+				objs = tc.objs
 			}
 			out, errOut, err := run(t, objs, tc.args...)
 			if err != nil {
@@ -93,7 +93,7 @@ func TestGoldenViews(t *testing.T) {
 func TestPercentNames(t *testing.T) {
 	const name = "util-100%s%d%%"
 	for _, args := range [][]string{{"-d"}, {"-d", "-o", "wide"}, {"-o", "json"}, {"-o", "yaml"}} {
-		out, _, err := run(t, st.Cluster(t), args...)
+		out, _, err := run(t, st.Cluster(), args...)
 		if err != nil {
 			t.Fatalf("run %v: %v", args, err)
 		}

@@ -6,13 +6,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/inspect"
-	st "github.com/gpushare/gpushare/pkg/inspect/testing"
+	ct "github.com/gpushare/gpushare/pkg/cache/testing"
 )
 
 // summary is the part of a NodeReport these tests compare.
@@ -43,11 +42,7 @@ func summarize(r inspect.Report) []summary {
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 func TestBuildReport(t *testing.T) {
-	oneCard := func(name string) v1.Node {
-		return *st.MakeNode(name).GPUs(t, contract.GPU{Index: 0, UUID: "u", Model: "T4", Units: 16, Healthy: true}).Obj()
-	}
-	terminating := st.MakePod("ns", "leaving").Node("z").Container(4).Annotation(contract.AnnotationAllocation, `{"0":{"0":4}}`).Obj()
-	terminating.DeletionTimestamp = &metav1.Time{}
+	oneCard := func(name string) v1.Node { return *ct.MakeNode(name).GPUs(16).Obj() }
 	tests := []struct {
 		name      string
 		nodes     []v1.Node
@@ -57,7 +52,7 @@ func TestBuildReport(t *testing.T) {
 	}{
 		{
 			name:  "sorted by name, CPU node left out",
-			nodes: []v1.Node{oneCard("z"), *st.MakeNode("cpu").Obj(), oneCard("a")},
+			nodes: []v1.Node{oneCard("z"), *ct.MakeNode("cpu").Obj(), oneCard("a")},
 			want: []summary{
 				{Name: "a", Cards: []string{"0/16"}, Total: 16},
 				{Name: "z", Cards: []string{"0/16"}, Total: 16},
@@ -66,19 +61,19 @@ func TestBuildReport(t *testing.T) {
 		{
 			name:  "placement on a card the node lacks counts as pending",
 			nodes: []v1.Node{oneCard("z")},
-			pods:  []*v1.Pod{st.MakePod("ns", "p").Node("z").Container(2).Annotation(contract.AnnotationAllocation, `{"0":{"3":2}}`).Obj()},
+			pods:  []*v1.Pod{ct.MakePod().Namespace("ns").Name("p").Node("z").GPUMem(2).Placement(`{"0":{"3":2}}`).Obj()},
 			want:  []summary{{Name: "z", Cards: []string{"0/16"}, Pending: 2, Allocated: 2, Total: 16, Pods: []string{"ns/p pending=2"}}},
 		},
 		{
 			name:  "terminating pod still holds its memory",
 			nodes: []v1.Node{oneCard("z")},
-			pods:  []*v1.Pod{terminating},
+			pods:  []*v1.Pod{ct.MakePod().Namespace("ns").Name("leaving").Node("z").GPUMem(4).Placement(`{"0":{"0":4}}`).Terminating().Obj()},
 			want:  []summary{{Name: "z", Cards: []string{"4/16"}, Allocated: 4, Total: 16, Pods: []string{"ns/leaving pending=0"}}},
 		},
 		{
 			name:  "node without cards but with a gpu-mem pod is listed",
-			nodes: []v1.Node{*st.MakeNode("cpu").Obj()},
-			pods:  []*v1.Pod{st.MakePod("ns", "p").Node("cpu").Container(3).Obj()},
+			nodes: []v1.Node{*ct.MakeNode("cpu").Obj()},
+			pods:  []*v1.Pod{ct.MakePod().Namespace("ns").Name("p").Node("cpu").GPUMem(3).Obj()},
 			want:  []summary{{Name: "cpu", Pending: 3, Allocated: 3, Pods: []string{"ns/p pending=3"}}},
 		},
 		{
@@ -86,8 +81,8 @@ func TestBuildReport(t *testing.T) {
 			nodes:     []v1.Node{oneCard("z")},
 			namespace: "b",
 			pods: []*v1.Pod{
-				st.MakePod("a", "p").Node("z").Container(2).Annotation(contract.AnnotationIndex, "0").Obj(),
-				st.MakePod("b", "q").Node("z").Container(3).Annotation(contract.AnnotationIndex, "0").Obj(),
+				ct.MakePod().Namespace("a").Name("p").Node("z").GPUMem(2).Annotation(contract.AnnotationIndex, "0").Obj(),
+				ct.MakePod().Namespace("b").Name("q").Node("z").GPUMem(3).Annotation(contract.AnnotationIndex, "0").Obj(),
 			},
 			want: []summary{{Name: "z", Cards: []string{"5/16"}, Allocated: 5, Total: 16, Pods: []string{"b/q pending=0"}}},
 		},

@@ -1,11 +1,12 @@
+// Package testing holds the fixed GPU-sharing cluster the inspect golden tests print, built with
+// the shared builders of pkg/cache/testing.
 package testing
 
 import (
-	"testing"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	ct "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
@@ -19,45 +20,47 @@ import (
 //     pod whose init container asks more than its app container;
 //   - node-cpu: no GPUs, one CPU pod; plus a Succeeded pod and an unscheduled pod that hold
 //     nothing.
-func Cluster(t testing.TB) []runtime.Object {
-	t.Helper()
-	return append(Nodes(t), Pods()...)
+func Cluster() []runtime.Object {
+	return append(Nodes(), Pods()...)
 }
 
-// Nodes returns the fixture's nodes.
-func Nodes(t testing.TB) []runtime.Object {
-	t.Helper()
+// Nodes returns the fixture's nodes, not sorted by name.
+func Nodes() []runtime.Object {
 	return []runtime.Object{
-		MakeNode("node-b").IP(v1.NodeInternalIP, "10.0.0.2").GPUs(t,
-			contract.GPU{Index: 0, UUID: "GPU-b0", Model: "Tesla T4", Units: 16, Healthy: true},
-			contract.GPU{Index: 1, UUID: "GPU-b1", Model: "Tesla V100-SXM2-32GB", Units: 32, Healthy: false},
-			contract.GPU{Index: 2, UUID: "GPU-b2", Model: "NVIDIA A10", Units: 24, Healthy: true}).Obj(),
-		MakeNode("node-a").IP(v1.NodeExternalIP, "203.0.113.1").IP(v1.NodeInternalIP, "10.0.0.1").GPUs(t,
-			contract.GPU{Index: 0, UUID: "GPU-a0", Model: "NVIDIA A100-SXM4-40GB", Units: 40, Healthy: true},
-			contract.GPU{Index: 1, UUID: "GPU-a1", Model: "NVIDIA A100-SXM4-40GB", Units: 40, Healthy: true}).Obj(),
-		MakeNode("node-c").IP(v1.NodeInternalIP, "10.0.0.3").Resources(32, 2).Obj(),
-		MakeNode("node-cpu").IP(v1.NodeInternalIP, "10.0.0.9").Obj(),
+		withIPs(ct.MakeNode("node-b").GPUs(16, 32, 24).Model(1, "Tesla V100-SXM2-32GB").Unhealthy(1).
+			Model(2, "NVIDIA A10").Obj(), "10.0.0.2"),
+		withIPs(ct.MakeNode("node-a").GPUs(40, 40).Model(0, "NVIDIA A100-SXM4-40GB").
+			Model(1, "NVIDIA A100-SXM4-40GB").Obj(), "10.0.0.1", "203.0.113.1"),
+		withIPs(ct.MakeNode("node-c").EvenSplit(32, 2).Obj(), "10.0.0.3"),
+		withIPs(ct.MakeNode("node-cpu").Obj(), "10.0.0.9"),
 	}
+}
+
+// withIPs gives a node an ExternalIP (when external is given) listed before its InternalIP.
+func withIPs(n *v1.Node, internal string, external ...string) *v1.Node {
+	for _, e := range external {
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeExternalIP, Address: e})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: internal})
+	return n
 }
 
 // Pods returns the fixture's pods.
 func Pods() []runtime.Object {
 	return []runtime.Object{
-		MakePod("default", "train-1").Node("node-a").Container(8).
-			Annotation(contract.AnnotationAllocation, `{"0":{"0":8}}`).Obj(),
-		MakePod("team-a", "multi").Node("node-a").Container(4).Container(6).Container(0).
-			Annotation(contract.AnnotationAllocation, `{"0":{"1":4},"1":{"1":6}}`).Obj(),
-		MakePod("default", "util-100%s%d%%").Node("node-b").Container(5).
-			Annotation(contract.AnnotationIndex, "2").Obj(),
-		MakePod("team-a", "hand-placed").Node("node-b").Container(3).Obj(),
-		MakePod("default", "split").Node("node-c").Container(8).
-			Annotation(contract.DefaultGPUsPerContainer, "2").
-			Annotation(contract.AnnotationAllocation, `{"0":{"0":4,"1":4}}`).Obj(),
-		MakePod("team-a", "init-heavy").Node("node-c").InitContainer(6).Container(2).
-			Annotation(contract.AnnotationAllocation, `{"init-0":{"1":6},"0":{"1":2}}`).Obj(),
-		MakePod("default", "done").Node("node-a").Container(10).Phase(v1.PodSucceeded).
-			Annotation(contract.AnnotationAllocation, `{"0":{"0":10}}`).Obj(),
-		MakePod("default", "unscheduled").Container(4).Phase(v1.PodPending).Obj(),
-		MakePod("kube-system", "cpu-only").Node("node-cpu").Container(0).Obj(),
+		running(ct.MakePod().Name("train-1").Node("node-a").GPUMem(8).Placement(`{"0":{"0":8}}`)),
+		running(ct.MakePod().Namespace("team-a").Name("multi").Node("node-a").GPUMem(4).GPUMem(6).Container().
+			Placement(`{"0":{"1":4},"1":{"1":6}}`)),
+		running(ct.MakePod().Name("util-100%s%d%%").Node("node-b").GPUMem(5).Annotation(contract.AnnotationIndex, "2")),
+		running(ct.MakePod().Namespace("team-a").Name("hand-placed").Node("node-b").GPUMem(3)),
+		running(ct.MakePod().Name("split").Node("node-c").GPUMem(8).
+			Annotation(contract.DefaultGPUsPerContainer, "2").Placement(`{"0":{"0":4,"1":4}}`)),
+		running(ct.MakePod().Namespace("team-a").Name("init-heavy").Node("node-c").InitGPUMem(6).GPUMem(2).
+			Placement(`{"init-0":{"1":6},"0":{"1":2}}`)),
+		ct.MakePod().Name("done").Node("node-a").GPUMem(10).Phase(v1.PodSucceeded).Placement(`{"0":{"0":10}}`).Obj(),
+		ct.MakePod().Name("unscheduled").GPUMem(4).Phase(v1.PodPending).Obj(),
+		running(ct.MakePod().Namespace("kube-system").Name("cpu-only").Node("node-cpu").Container()),
 	}
 }
+
+func running(p *ct.PodWrapper) *v1.Pod { return p.Phase(v1.PodRunning).Obj() }
