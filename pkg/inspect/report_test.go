@@ -9,9 +9,9 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	ct "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/inspect"
-	ct "github.com/gpushare/gpushare/pkg/cache/testing"
 )
 
 // summary is the part of a NodeReport these tests compare.
