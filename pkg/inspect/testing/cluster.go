@@ -1,0 +1,66 @@
+// Package testing holds the fixed GPU-sharing cluster the inspect golden tests print, built with
+// the shared builders of pkg/cache/testing.
+package testing
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	ct "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// Cluster returns the fixed cluster of the golden tests:
+//   - node-a: two 40-unit A100s (annotation); a single-container pod on card 0 and a
+//     two-container pod on card 1;
+//   - node-b: a 16-unit T4, an unhealthy 32-unit V100 and a 24-unit A10 (mixed sizes); a pod
+//     named with '%' placed by the predecessor's single-GPU annotation on card 2, and a pod bound
+//     by hand without placement (pending);
+//   - node-c: no annotation, 32 units over 2 cards (even split); a pod split over both cards and a
+//     pod whose init container asks more than its app container;
+//   - node-cpu: no GPUs, one CPU pod; plus a Succeeded pod and an unscheduled pod that hold
+//     nothing.
+func Cluster() []runtime.Object {
+	return append(Nodes(), Pods()...)
+}
+
+// Nodes returns the fixture's nodes, not sorted by name.
+func Nodes() []runtime.Object {
+	return []runtime.Object{
+		withIPs(ct.MakeNode("node-b").GPUs(16, 32, 24).Model(1, "Tesla V100-SXM2-32GB").Unhealthy(1).
+			Model(2, "NVIDIA A10").Obj(), "10.0.0.2"),
+		withIPs(ct.MakeNode("node-a").GPUs(40, 40).Model(0, "NVIDIA A100-SXM4-40GB").
+			Model(1, "NVIDIA A100-SXM4-40GB").Obj(), "10.0.0.1", "203.0.113.1"),
+		withIPs(ct.MakeNode("node-c").EvenSplit(32, 2).Obj(), "10.0.0.3"),
+		withIPs(ct.MakeNode("node-cpu").Obj(), "10.0.0.9"),
+	}
+}
+
+// withIPs gives a node an ExternalIP (when external is given) listed before its InternalIP.
+func withIPs(n *v1.Node, internal string, external ...string) *v1.Node {
+	for _, e := range external {
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeExternalIP, Address: e})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: internal})
+	return n
+}
+
+// Pods returns the fixture's pods.
+func Pods() []runtime.Object {
+	return []runtime.Object{
+		running(ct.MakePod().Name("train-1").Node("node-a").GPUMem(8).Placement(`{"0":{"0":8}}`)),
+		running(ct.MakePod().Namespace("team-a").Name("multi").Node("node-a").GPUMem(4).GPUMem(6).Container().
+			Placement(`{"0":{"1":4},"1":{"1":6}}`)),
+		running(ct.MakePod().Name("util-100%s%d%%").Node("node-b").GPUMem(5).Annotation(contract.AnnotationIndex, "2")),
+		running(ct.MakePod().Namespace("team-a").Name("hand-placed").Node("node-b").GPUMem(3)),
+		running(ct.MakePod().Name("split").Node("node-c").GPUMem(8).
+			Annotation(contract.DefaultGPUsPerContainer, "2").Placement(`{"0":{"0":4,"1":4}}`)),
+		running(ct.MakePod().Namespace("team-a").Name("init-heavy").Node("node-c").InitGPUMem(6).GPUMem(2).
+			Placement(`{"init-0":{"1":6},"0":{"1":2}}`)),
+		ct.MakePod().Name("done").Node("node-a").GPUMem(10).Phase(v1.PodSucceeded).Placement(`{"0":{"0":10}}`).Obj(),
+		ct.MakePod().Name("unscheduled").GPUMem(4).Phase(v1.PodPending).Obj(),
+		running(ct.MakePod().Namespace("kube-system").Name("cpu-only").Node("node-cpu").Container()),
+	}
+}
+
+func running(p *ct.PodWrapper) *v1.Pod { return p.Phase(v1.PodRunning).Obj() }

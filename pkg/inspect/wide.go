@@ -1,0 +1,39 @@
+package inspect
+
+import (
+	"io"
+	"strconv"
+)
+
+// PrintWide prints the default table, then one row per card with its model, UUID and health,
+// then the cluster line.
+func PrintWide(out io.Writer, r *Report) error {
+	w := newTable(out)
+	t := &rows{w: w}
+	writeNodeTable(t, r)
+	t.row() // an empty line ends tabwriter's column blocks: each table keeps its own widths
+	writeCards(t, r.Nodes, r.Unit)
+	if err := flush(w, t.err); err != nil {
+		return err
+	}
+	return printClusterLine(out, r)
+}
+
+// writeCards writes the card table of nodes.
+func writeCards(t *rows, nodes []NodeReport, unit string) {
+	t.row("NODE", "GPU", "MODEL", "UUID", "HEALTH", "ALLOCATED/TOTAL("+unit+")", "INVENTORY")
+	for i := range nodes {
+		n := &nodes[i]
+		for _, g := range n.GPUs {
+			t.row(n.Name, strconv.Itoa(g.Index), orDash(g.Model), orDash(g.UUID), health(g.Healthy),
+				fraction(g.Allocated, g.Total), string(n.Inventory))
+		}
+	}
+}
+
+func health(ok bool) string {
+	if ok {
+		return "Healthy"
+	}
+	return "Unhealthy"
+}
