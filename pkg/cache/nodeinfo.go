@@ -96,6 +96,9 @@ type NodeInfo struct {
 	RequestedMemory int64 `json:"requestedMemory"`
 }
 
+// SharesGPUs reports whether the node is a GPU-sharing node: it has cards or holds gpu-mem.
+func (n *NodeInfo) SharesGPUs() bool { return len(n.GPUs) > 0 || n.PendingUnits > 0 }
+
 // TotalUnits is the sum of the cards' capacities.
 func (n *NodeInfo) TotalUnits() int64 {
 	var t int64

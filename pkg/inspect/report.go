@@ -122,7 +122,7 @@ func BuildReport(names contract.Names, c cache.Cache, nodes []v1.Node, pods []v1
 	r := Report{APIVersion: APIVersion, Kind: Kind, Unit: names.UnitLabel(), UnitBytes: names.UnitBytes(),
 		Namespace: namespace, Nodes: []NodeReport{}}
 	for _, n := range c.Nodes() {
-		if len(n.GPUs) == 0 && n.PendingUnits == 0 {
+		if !n.SharesGPUs() {
 			continue
 		}
 		nr := nodeReport(n, addrs[n.Name], namespace)

@@ -14,7 +14,7 @@ type InspectResult struct {
 func Inspect(nodes []*cache.NodeInfo, unit string) InspectResult {
 	out := InspectResult{Unit: unit, Nodes: []*cache.NodeInfo{}}
 	for _, n := range nodes {
-		if len(n.GPUs) > 0 || n.PendingUnits > 0 {
+		if n.SharesGPUs() {
 			out.Nodes = append(out.Nodes, n)
 		}
 	}
