@@ -164,5 +164,4 @@ func (e *Extender) rollback(ctx context.Context, pod *v1.Pod, req *contract.PodR
 	if err := e.patchAnnotations(ctx, pod, clear); err != nil {
 		klog.FromContext(ctx).Info("Could not remove placement annotations after a failed bind", "pod", klog.KObj(pod), "err", err)
 	}
-	e.metrics.bindFailures.Add(1)
 }

@@ -56,7 +56,11 @@ func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Log
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
 	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("unexpected data after the JSON value")
+	}
+	if err != nil {
 		status := http.StatusBadRequest
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -103,6 +107,7 @@ func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	res := &extenderv1.ExtenderBindingResult{}
 	if err := h.ext.Bind(h.ctx(r), &args); err != nil {
+		h.ext.metrics.bindFailures.Add(1)
 		h.logger.Info("Bind failed", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "err", err)
 		res.Error = err.Error()
 	}

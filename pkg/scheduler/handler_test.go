@@ -222,6 +222,11 @@ func TestHandlerRoutes(t *testing.T) {
 				FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}},
 		},
 		{
+			name: "filter with data after the JSON value is a 400", method: http.MethodPost, path: pre + "/filter",
+			body: `{"NodeNames":[]} {"NodeNames":["n1"]}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: errorBody{Error: "malformed " + pre + "/filter request: unexpected data after the JSON value"},
+		},
+		{
 			name: "filter with garbage JSON is a 400", method: http.MethodPost, path: pre + "/filter",
 			body: `{"Pod": garbage`, wantStatus: http.StatusBadRequest, wantType: jsonType,
 			want: malformed(pre+"/filter", decodeErr(`{"Pod": garbage`, &extenderv1.ExtenderArgs{})),
@@ -462,7 +467,7 @@ func metricsText(filters, prioritizes, binds, bindFailures, preempts int) string
 		{"gpushare_filter_total", "Filter calls answered.", filters},
 		{"gpushare_prioritize_total", "Prioritize calls answered.", prioritizes},
 		{"gpushare_bind_total", "Pods bound.", binds},
-		{"gpushare_bind_failures_total", "Binds that failed and were rolled back.", bindFailures},
+		{"gpushare_bind_failures_total", "Bind calls that failed (nothing of them is kept).", bindFailures},
 		{"gpushare_preempt_total", "Preempt calls answered.", preempts},
 	} {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
@@ -491,9 +496,9 @@ func TestHandlerMetricsCount(t *testing.T) {
 			want:  metricsText(0, 0, 0, 0, 0),
 		},
 		{
-			name:  "a retried bind of a bound pod and a refused bind to another node count no new bind",
+			name:  "a retried bind of a bound pod counts no new bind, a refused bind to another node one failure",
 			calls: []string{"/bind " + bindP, "/bind " + bindP, "/bind " + strings.Replace(bindP, "n1", "n4", 1)},
-			want:  metricsText(0, 0, 1, 0, 0),
+			want:  metricsText(0, 0, 1, 1, 0),
 		},
 	}
 	for _, tc := range tests {

@@ -24,7 +24,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		{"gpushare_filter_total", "Filter calls answered.", m.filters.Load()},
 		{"gpushare_prioritize_total", "Prioritize calls answered.", m.prioritizes.Load()},
 		{"gpushare_bind_total", "Pods bound.", m.binds.Load()},
-		{"gpushare_bind_failures_total", "Binds that failed and were rolled back.", m.bindFailures.Load()},
+		{"gpushare_bind_failures_total", "Bind calls that failed (nothing of them is kept).", m.bindFailures.Load()},
 		{"gpushare_preempt_total", "Preempt calls answered.", m.preempts.Load()},
 	} {
 		n, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
