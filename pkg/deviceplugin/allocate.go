@@ -1,0 +1,145 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// Allocate answers kubelet for each container: it resolves the pod and container being admitted
+// (see resolve) and returns the contract's env naming the GPUs the extender chose. It never
+// returns a placeholder env: when it cannot resolve, kubelet gets an error saying why.
+func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	logger := klog.FromContext(p.baseCtx(ctx))
+	resp := &pluginapi.AllocateResponse{}
+	for _, creq := range req.GetContainerRequests() {
+		ids := creq.GetDevicesIds()
+		if err := p.checkIDs(ids); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		ch, err := p.resolve(ctx, int64(len(ids)), ids, true)
+		if err != nil {
+			logger.Error(err, "Allocate could not resolve the pod", logKeyUnits, len(ids))
+			return nil, status.Error(resolveCode(err), err.Error())
+		}
+		env, err := p.containerEnv(ch)
+		if err != nil {
+			p.tracker.forget(func(h *handout) bool { return h.devices == devicesKey(ids) && h.owner == refOf(ch) })
+			return nil, status.Error(codes.FailedPrecondition, err.Error())
+		}
+		logger.V(2).Info("Allocated", logKeyPod, klog.KObj(ch.pod), logKeyContainer, ch.container.Name,
+			logKeyGPU, env[contract.EnvIndex], logKeyUnits, len(ids))
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{Envs: env})
+	}
+	p.reconciler.trigger()
+	return resp, nil
+}
+
+// resolveCode maps resolve errors onto gRPC codes.
+func resolveCode(err error) codes.Code {
+	switch {
+	case errors.Is(err, ErrNoPod):
+		return codes.NotFound
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return codes.Canceled
+	}
+	return codes.Unavailable
+}
+
+// checkIDs refuses device IDs the plugin never advertised.
+func (p *Plugin) checkIDs(ids []string) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("allocate request without devices")
+	}
+	for _, id := range ids {
+		if _, err := p.inv.gpuOf(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// containerEnv renders the contract's env for a chosen container.
+func (p *Plugin) containerEnv(ch *choice) (map[string]string, error) {
+	indexes := make([]int, 0, len(ch.placement))
+	for g := range ch.placement {
+		indexes = append(indexes, g)
+	}
+	slices.Sort(indexes)
+	uuids := make([]string, len(indexes))
+	idx := make([]string, len(indexes))
+	var firstUnits int64
+	for i, g := range indexes {
+		card, ok := p.inv.lookup(g)
+		if !ok {
+			return nil, fmt.Errorf("pod %s: placement names GPU %d, which node %s does not have", klog.KObj(ch.pod), g, p.cfg.nodeName)
+		}
+		if i == 0 {
+			firstUnits = card.units
+		}
+		uuids[i], idx[i] = card.UUID, strconv.Itoa(g)
+	}
+	return map[string]string{
+		contract.EnvVisibleDevices: strings.Join(uuids, ","),
+		contract.EnvIndex:          strings.Join(idx, ","),
+		contract.EnvPod:            strconv.FormatInt(ch.req.TotalUnits(), 10),
+		contract.EnvContainer:      strconv.FormatInt(ch.container.Units, 10),
+		contract.EnvDev:            strconv.FormatInt(firstUnits, 10),
+	}, nil
+}
+
+// GetPreferredAllocation steers kubelet to units of the GPU(s) the extender chose for the
+// container about to be allocated, so that the device IDs tell which card a container uses.
+func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	resp := &pluginapi.PreferredAllocationResponse{}
+	for _, creq := range req.GetContainerRequests() {
+		size := int64(creq.GetAllocationSize())
+		var placement map[int]int64
+		if ch, err := p.resolve(ctx, size, nil, false); err == nil {
+			placement = ch.placement
+		} else {
+			klog.FromContext(p.baseCtx(ctx)).V(2).Info("No preference", "reason", err.Error())
+		}
+		ids := p.prefer(creq.GetAvailableDeviceIDs(), creq.GetMustIncludeDeviceIDs(), placement, int(size))
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
+	}
+	return resp, nil
+}
+
+// prefer picks size IDs: the must-include ones, then units of each placement GPU, then any.
+func (p *Plugin) prefer(available, must []string, placement map[int]int64, size int) []string {
+	out := slices.Clone(must)
+	taken := map[string]bool{}
+	perGPU := map[int]int64{}
+	for _, id := range must {
+		taken[id] = true
+		if g, err := p.inv.gpuOf(id); err == nil {
+			perGPU[g]++
+		}
+	}
+	for _, pass := range []bool{true, false} {
+		for _, id := range available {
+			if len(out) >= size {
+				return out
+			}
+			g, err := p.inv.gpuOf(id)
+			if taken[id] || err != nil || (pass && perGPU[g] >= placement[g]) {
+				continue
+			}
+			taken[id] = true
+			perGPU[g]++
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,63 @@
+package deviceplugin
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// markAssigned sets AnnotationAssigned=true on pods whose gpu-mem containers all received their
+// env (verified against the kubelet when a PodResources source is configured), and forgets the
+// handouts of pods that are assigned or gone.
+func (p *Plugin) markAssigned(ctx context.Context, pods map[types.NamespacedName]*v1.Pod) {
+	logger := klog.FromContext(ctx)
+	type progress struct{ done, unverified map[string]bool }
+	byUID := map[types.UID]*progress{}
+	handouts := p.tracker.snapshot()
+	for _, h := range handouts {
+		pr := byUID[h.owner.uid]
+		if pr == nil {
+			pr = &progress{done: map[string]bool{}, unverified: map[string]bool{}}
+			byUID[h.owner.uid] = pr
+		}
+		pr.done[h.owner.key] = true
+		if !h.verified && p.cfg.podResources != nil {
+			pr.unverified[h.owner.key] = true
+		}
+	}
+	live := map[types.UID]bool{}
+	for _, pod := range pods {
+		live[pod.UID] = pod.Annotations[contract.AnnotationAssigned] != "true"
+		pr := byUID[pod.UID]
+		if pr == nil || !live[pod.UID] || len(pr.unverified) > 0 || !p.allDone(pod, pr.done) {
+			continue
+		}
+		if err := p.patchAnnotations(ctx, pod, map[string]string{contract.AnnotationAssigned: "true"}); err != nil {
+			logger.Error(err, "Marking the pod assigned failed; will retry", logKeyPod, klog.KObj(pod))
+			continue
+		}
+		logger.V(2).Info("Pod assigned", logKeyPod, klog.KObj(pod))
+	}
+	p.tracker.forget(func(h *handout) bool {
+		return !live[h.owner.uid] && (h.verified || time.Since(h.at) > p.cfg.verifyTTL)
+	})
+}
+
+// allDone reports whether every gpu-mem container of pod is in done.
+func (p *Plugin) allDone(pod *v1.Pod, done map[string]bool) bool {
+	req, err := contract.ParseRequest(pod, &p.cfg.names)
+	if err != nil || req.Empty() {
+		return false
+	}
+	for _, c := range req.Containers {
+		if !done[c.Key] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,15 @@
+package deviceplugin
+
+// Structured logging keys.
+const (
+	logKeyPod       = "pod"
+	logKeyContainer = "container"
+	logKeyGPU       = "gpu"
+	logKeyUUID      = "uuid"
+	logKeyUnits     = "units"
+	logKeyDevices   = "devices"
+	logKeyNode      = "node"
+	logKeySocket    = "socket"
+	logKeyXID       = "xid"
+	logKeyGuess     = "guessedPod"
+)

@@ -1,0 +1,119 @@
+package nvml
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// lib adapts a go-nvml Interface (the real library or a mock host) to Interface.
+type lib struct {
+	nv gonvml.Interface
+}
+
+var _ Interface = (*lib)(nil)
+
+// New wraps a go-nvml Interface: gonvml.New() for the real library, a mock server in tests.
+func New(nv gonvml.Interface) Interface { return &lib{nv: nv} }
+
+// asError converts an NVML return code; SUCCESS is nil.
+func asError(what string, ret gonvml.Return) error {
+	if ret == gonvml.SUCCESS {
+		return nil
+	}
+	if ret == gonvml.ERROR_LIBRARY_NOT_FOUND {
+		return fmt.Errorf("%s: %w", what, ErrLibraryNotFound)
+	}
+	return fmt.Errorf("%s: nvml error %d: %s", what, int32(ret), ret.Error())
+}
+
+func (l *lib) Init() error     { return asError("nvml init", l.nv.Init()) }
+func (l *lib) Shutdown() error { return asError("nvml shutdown", l.nv.Shutdown()) }
+
+func (l *lib) DeviceCount() (int, error) {
+	n, ret := l.nv.DeviceGetCount()
+	return n, asError("device count", ret)
+}
+
+func (l *lib) Device(i int) (Device, error) {
+	d, ret := l.nv.DeviceGetHandleByIndex(i)
+	if err := asError(fmt.Sprintf("device %d handle", i), ret); err != nil {
+		return Device{}, err
+	}
+	out := Device{Index: i, NUMANode: NoNUMANode}
+	var err error
+	if out.Index, ret = d.GetIndex(); ret != gonvml.SUCCESS {
+		err = errors.Join(err, asError("index", ret))
+	}
+	if out.UUID, ret = d.GetUUID(); ret != gonvml.SUCCESS {
+		err = errors.Join(err, asError("uuid", ret))
+	}
+	if out.Model, ret = d.GetName(); ret != gonvml.SUCCESS {
+		err = errors.Join(err, asError("name", ret))
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != gonvml.SUCCESS {
+		err = errors.Join(err, asError("memory info", ret))
+	}
+	out.MemoryBytes = mem.Total
+	if out.Minor, ret = d.GetMinorNumber(); ret != gonvml.SUCCESS {
+		err = errors.Join(err, asError("minor number", ret))
+	}
+	if numa, ret := d.GetNumaNodeId(); ret == gonvml.SUCCESS && numa >= 0 {
+		out.NUMANode = numa
+	}
+	if err != nil {
+		return Device{}, fmt.Errorf("device %d: %w", i, err)
+	}
+	return out, nil
+}
+
+// WatchXIDs registers every listed GPU that supports it for critical XID events.
+func (l *lib) WatchXIDs(uuids []string) (EventWaiter, error) {
+	set, ret := l.nv.EventSetCreate()
+	if err := asError("event set create", ret); err != nil {
+		return nil, err
+	}
+	for _, uuid := range uuids {
+		d, ret := l.nv.DeviceGetHandleByUUID(uuid)
+		if err := asError("device "+uuid, ret); err != nil {
+			_ = set.Free()
+			return nil, err
+		}
+		supported, ret := d.GetSupportedEventTypes()
+		if ret != gonvml.SUCCESS || supported&gonvml.EventTypeXidCriticalError == 0 {
+			continue // the caller logs GPUs without XID events through the returned error-free path
+		}
+		if err := asError("register events "+uuid, d.RegisterEvents(gonvml.EventTypeXidCriticalError, set)); err != nil {
+			_ = set.Free()
+			return nil, err
+		}
+	}
+	return &waiter{set: set}, nil
+}
+
+// waiter wraps an NVML event set.
+type waiter struct {
+	set gonvml.EventSet
+}
+
+func (w *waiter) Wait(timeout time.Duration) (Event, error) {
+	data, ret := w.set.Wait(uint32(timeout.Milliseconds()))
+	if ret == gonvml.ERROR_TIMEOUT {
+		return Event{}, ErrTimeout
+	}
+	if err := asError("event wait", ret); err != nil {
+		return Event{}, err
+	}
+	ev := Event{XID: data.EventData}
+	if data.Device != nil {
+		if uuid, ret := data.Device.GetUUID(); ret == gonvml.SUCCESS {
+			ev.UUID = uuid
+		}
+	}
+	return ev, nil
+}
+
+func (w *waiter) Close() error { return asError("event set free", w.set.Free()) }

@@ -1,0 +1,63 @@
+// Package nvml is the device plugin's narrow view of NVIDIA's management library: the few
+// calls the plugin needs, returning Go errors. Only this package calls go-nvml.
+package nvml
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrTimeout is returned by EventWaiter.Wait when no event arrived in time.
+var ErrTimeout = errors.New("nvml: no event before the timeout")
+
+// ErrLibraryNotFound is returned by Init when libnvidia-ml.so.1 cannot be loaded.
+var ErrLibraryNotFound = errors.New("nvml: libnvidia-ml.so.1 not found (is the NVIDIA driver installed and the library mounted into the container?)")
+
+// NoNUMANode is Device.NUMANode when NVML does not know the card's NUMA node.
+const NoNUMANode = -1
+
+// Device is what the plugin knows about one GPU.
+type Device struct {
+	// Index is the NVML index.
+	Index int
+	// UUID is the NVML UUID, e.g. "GPU-8d5a...".
+	UUID string
+	// Model is the product name, e.g. "NVIDIA A100-SXM4-40GB".
+	Model string
+	// MemoryBytes is the total memory.
+	MemoryBytes uint64
+	// Minor is the /dev/nvidiaN minor number.
+	Minor int
+	// NUMANode is the card's NUMA node, or NoNUMANode.
+	NUMANode int
+}
+
+// Event is a critical XID reported by NVML for one GPU.
+type Event struct {
+	// UUID names the GPU; empty when NVML did not say which.
+	UUID string
+	// XID is the Xid error code.
+	XID uint64
+}
+
+// Interface is the library: Init before anything else, Shutdown at the end.
+type Interface interface {
+	// Init loads and initializes NVML; ErrLibraryNotFound when the library is missing.
+	Init() error
+	// Shutdown releases NVML.
+	Shutdown() error
+	// DeviceCount is the number of GPUs.
+	DeviceCount() (int, error)
+	// Device describes the GPU with NVML index i.
+	Device(i int) (Device, error)
+	// WatchXIDs registers for critical XID events on the given GPUs (by UUID).
+	WatchXIDs(uuids []string) (EventWaiter, error)
+}
+
+// EventWaiter yields XID events; Close releases it.
+type EventWaiter interface {
+	// Wait blocks for at most timeout; ErrTimeout when nothing happened.
+	Wait(timeout time.Duration) (Event, error)
+	// Close frees the event set.
+	Close() error
+}

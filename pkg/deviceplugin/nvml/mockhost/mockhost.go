@@ -1,0 +1,114 @@
+// Package mockhost builds fake GPU hosts from go-nvml's mock servers (dgxa100, dgxh100, ...)
+// with the details the plugin reads filled in: memory (the mocks' own values are overridden),
+// stable UUIDs, NUMA nodes and an XID event set that tests can feed.
+//
+// It is for tests and for the fakenvml build of cmd/share-plugin; normal builds never import it.
+package mockhost
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxb200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// ErrUnknownHost is returned by New for a host name it does not know.
+var ErrUnknownHost = errors.New("unknown fake GPU host")
+
+// hosts are the go-nvml mock servers by name.
+func hosts() map[string]func() *server.Server {
+	return map[string]func() *server.Server{
+		"dgxa100": dgxa100.New,
+		"dgxh100": dgxh100.New,
+		"dgxh200": dgxh200.New,
+		"dgxb200": dgxb200.New,
+	}
+}
+
+// Names lists the hosts New accepts.
+func Names() []string {
+	var out []string
+	for n := range hosts() {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Host is a mock NVML library plus the handle to inject XID events.
+type Host struct {
+	*server.Server
+	events chan gonvml.EventData
+}
+
+// Options shape a Host.
+type Options struct {
+	// MemoryBytes overrides every GPU's memory; MemoryByIndex overrides single GPUs.
+	MemoryBytes   uint64
+	MemoryByIndex map[int]uint64
+	// GPUs keeps only the first GPUs of the host when > 0.
+	GPUs int
+}
+
+// New builds the named host ("dgxa100", ...).
+func New(name string, o Options) (*Host, error) {
+	mk, ok := hosts()[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownHost, name, strings.Join(Names(), ", "))
+	}
+	s := mk()
+	if o.GPUs > 0 && o.GPUs < len(s.Devices) {
+		s.Devices = s.Devices[:o.GPUs]
+	}
+	h := &Host{Server: s, events: make(chan gonvml.EventData, 64)}
+	for i, d := range s.Devices {
+		dev := d.(*server.Device)
+		dev.UUID = fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", 0x6a5e0000+i, i)
+		mem := dev.MemoryInfo.Total
+		if o.MemoryBytes > 0 {
+			mem = o.MemoryBytes
+		}
+		if m, ok := o.MemoryByIndex[i]; ok {
+			mem = m
+		}
+		dev.MemoryInfo = gonvml.Memory{Total: mem, Free: mem, Used: 0}
+		numa := i * 2 / len(s.Devices) // two sockets, first half on node 0
+		dev.GetNumaNodeIdFunc = func() (int, gonvml.Return) { return numa, gonvml.SUCCESS }
+		dev.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) {
+			return gonvml.EventTypeXidCriticalError, gonvml.SUCCESS
+		}
+		dev.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
+	}
+	s.EventSetCreateFunc = h.newEventSet
+	return h, nil
+}
+
+// InjectXID queues an XID event for the GPU with NVML index i.
+func (h *Host) InjectXID(i int, xid uint64) {
+	h.events <- gonvml.EventData{Device: h.Devices[i], EventType: gonvml.EventTypeXidCriticalError, EventData: xid}
+}
+
+func (h *Host) newEventSet() (gonvml.EventSet, gonvml.Return) {
+	set := &mock.EventSet{}
+	set.WaitFunc = func(ms uint32) (gonvml.EventData, gonvml.Return) {
+		timer := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer timer.Stop()
+		select {
+		case ev := <-h.events:
+			return ev, gonvml.SUCCESS
+		case <-timer.C:
+			return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
+		}
+	}
+	set.FreeFunc = func() gonvml.Return { return gonvml.SUCCESS }
+	return set, gonvml.SUCCESS
+}

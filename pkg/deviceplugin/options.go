@@ -1,0 +1,100 @@
+package deviceplugin
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// ErrInvalidConfig is wrapped by configuration errors.
+var ErrInvalidConfig = errors.New("invalid device plugin configuration")
+
+// config is the plugin's effective configuration; see the With* options.
+type config struct {
+	names        contract.Names
+	nodeName     string
+	kubeletDir   string
+	socketName   string
+	pods         PodSource
+	podResources PodResourcesSource
+	resolveWait  time.Duration
+	resyncPeriod time.Duration
+	verifyTTL    time.Duration
+	health       bool
+	logger       klog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		names:        contract.DefaultNames(),
+		kubeletDir:   pluginapi.DevicePluginPath,
+		socketName:   "gpushare.sock",
+		resolveWait:  3 * time.Second,
+		resyncPeriod: 2 * time.Second,
+		verifyTTL:    2 * time.Minute,
+		health:       true,
+		logger:       klog.Background(),
+	}
+}
+
+// Option changes the plugin's configuration.
+type Option func(*config)
+
+// WithNames sets the contract's names (resource, annotations, unit). Default contract.DefaultNames().
+func WithNames(n contract.Names) Option { return func(c *config) { c.names = n } }
+
+// WithNodeName sets the node the plugin runs on (required).
+func WithNodeName(name string) Option { return func(c *config) { c.nodeName = name } }
+
+// WithKubeletDir sets the device-plugin directory holding kubelet.sock and the plugin's socket.
+// Default /var/lib/kubelet/device-plugins/.
+func WithKubeletDir(dir string) Option { return func(c *config) { c.kubeletDir = dir } }
+
+// WithSocketName sets the plugin's socket file name in the kubelet dir. Default gpushare.sock.
+func WithSocketName(name string) Option { return func(c *config) { c.socketName = name } }
+
+// WithPodSource sets where the plugin reads the pods bound to its node. Default: an informer on
+// the API server (see NewInformerPodSource), started by Run.
+func WithPodSource(s PodSource) Option { return func(c *config) { c.pods = s } }
+
+// WithPodResources sets the kubelet's view of pods and their devices. Default none: Allocate
+// then relies on kubelet's admission order alone and misguesses are not corrected (see
+// docs/deviceplugin.md). cmd/share-plugin passes NewPodResourcesClient.
+func WithPodResources(s PodResourcesSource) Option { return func(c *config) { c.podResources = s } }
+
+// WithResolveWait bounds how long Allocate waits for a pod to show up in the PodSource (the
+// informer may lag the kubelet). Default 3s; 0 answers at once.
+func WithResolveWait(d time.Duration) Option { return func(c *config) { c.resolveWait = d } }
+
+// WithResyncPeriod sets how often the reconciler cross-checks Allocate's choices against the
+// PodResources source and marks pods assigned. Default 2s.
+func WithResyncPeriod(d time.Duration) Option { return func(c *config) { c.resyncPeriod = d } }
+
+// WithHealthCheck turns the NVML XID watch on or off. Default on.
+func WithHealthCheck(on bool) Option { return func(c *config) { c.health = on } }
+
+func (c *config) validate() error {
+	if err := c.names.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	switch {
+	case c.nodeName == "":
+		return fmt.Errorf("%w: node name is empty (set --node-name or NODE_NAME)", ErrInvalidConfig)
+	case c.kubeletDir == "":
+		return fmt.Errorf("%w: kubelet dir is empty", ErrInvalidConfig)
+	case c.socketName == "" || c.socketName == "kubelet.sock":
+		return fmt.Errorf("%w: socket name %q", ErrInvalidConfig, c.socketName)
+	case c.resyncPeriod <= 0:
+		return fmt.Errorf("%w: resync period must be positive", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// WithLogger sets the logger of gRPC handlers (Run's ctx logger is used elsewhere). Default
+// klog.Background().
+func WithLogger(l klog.Logger) Option { return func(c *config) { c.logger = l } }

@@ -1,0 +1,112 @@
+package deviceplugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
+)
+
+// registerRetry is how long Run waits before registering again after a failure.
+const registerRetry = 5 * time.Second
+
+// Plugin is the gpushare device plugin. Build it with New and start it with Run; its gRPC
+// methods may also be called directly (tests, benchmarks).
+type Plugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+
+	cfg        config
+	nv         nvml.Interface
+	client     kubernetes.Interface
+	inv        *inventory
+	tracker    *tracker
+	reconciler *reconciler
+}
+
+var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
+
+// New builds a plugin over an initialized NVML library and an API client. It reads the GPUs
+// now and refuses a unit that would overflow kubelet's message limit.
+func New(nv nvml.Interface, client kubernetes.Interface, opts ...Option) (*Plugin, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	inv, err := newInventory(nv, &cfg.names)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.pods == nil {
+		cfg.pods = NewInformerPodSource(client, cfg.nodeName)
+	}
+	return &Plugin{cfg: cfg, nv: nv, client: client, inv: inv, tracker: &tracker{}, reconciler: newReconciler()}, nil
+}
+
+// baseCtx gives a gRPC handler's ctx the plugin's logger.
+func (p *Plugin) baseCtx(ctx context.Context) context.Context { return klog.NewContext(ctx, p.cfg.logger) }
+
+// Run starts the pod source, the reconciler and the health watch, serves the plugin socket and
+// registers with kubelet, again whenever kubelet restarts, until ctx ends.
+func (p *Plugin) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues(logKeyNode, p.cfg.nodeName)
+	ctx = klog.NewContext(ctx, logger)
+	if r, ok := p.cfg.pods.(Runner); ok {
+		if err := r.Run(ctx); err != nil {
+			return fmt.Errorf("start pod source: %w", err)
+		}
+	}
+	go p.runReconciler(ctx)
+	if p.cfg.health {
+		go p.watchHealth(ctx)
+	}
+	restart := make(chan string, 1)
+	if err := p.watchKubeletDir(ctx, restart); err != nil {
+		return err
+	}
+	for {
+		srv, err := p.serve(ctx)
+		if err != nil {
+			return err
+		}
+		why := p.registerUntil(ctx, restart)
+		srv.Stop()
+		if ctx.Err() != nil {
+			logger.Info("Device plugin stopped")
+			return nil
+		}
+		logger.Info("Serving and registering again", "reason", why)
+	}
+}
+
+// registerUntil registers (retrying) and then waits; it returns the reason to restart, or ""
+// when ctx ended.
+func (p *Plugin) registerUntil(ctx context.Context, restart <-chan string) string {
+	logger := klog.FromContext(ctx)
+	for {
+		err := p.register(ctx)
+		if err == nil {
+			logger.Info("Registered with kubelet", "resource", p.cfg.names.Resource, logKeySocket, p.SocketPath())
+		} else {
+			logger.Error(err, "Registration failed; retrying", "after", registerRetry)
+		}
+		var retry <-chan time.Time
+		if err != nil {
+			retry = time.After(registerRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case why := <-restart:
+			return why
+		case <-retry:
+		}
+	}
+}
