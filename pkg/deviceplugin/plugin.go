@@ -51,7 +51,9 @@ func New(nv nvml.Interface, client kubernetes.Interface, opts ...Option) (*Plugi
 }
 
 // baseCtx gives a gRPC handler's ctx the plugin's logger.
-func (p *Plugin) baseCtx(ctx context.Context) context.Context { return klog.NewContext(ctx, p.cfg.logger) }
+func (p *Plugin) baseCtx(ctx context.Context) context.Context {
+	return klog.NewContext(ctx, p.cfg.logger)
+}
 
 // Run starts the pod source, the reconciler and the health watch, serves the plugin socket and
 // registers with kubelet, again whenever kubelet restarts, until ctx ends.

@@ -1,0 +1,75 @@
+// Command share-plugin is gpushare's kubelet device plugin: it advertises GPU memory
+// (aliyun.com/gpu-mem) and hands each container the GPU the extender chose for its pod.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/deviceplugin"
+	"github.com/gpushare/gpushare/pkg/version"
+)
+
+func main() {
+	o := newOptions()
+	klog.InitFlags(flag.CommandLine)
+	o.addFlags(flag.CommandLine)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o)
+	stop()
+	if err != nil {
+		klog.Background().Error(err, "share-plugin failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o *options) error {
+	logger := klog.Background()
+	ctx = klog.NewContext(ctx, logger)
+	if err := o.validate(); err != nil {
+		return fmt.Errorf("invalid flags: %w", err)
+	}
+	logger.Info("Starting share-plugin", "version", version.Version, "node", o.nodeName, "resource", o.names.Resource,
+		"unit", o.names.Unit.String(), "kubeletDir", o.kubeletDir, "podResources", o.podResourcesSocket)
+	nv, err := openNVML(&o.fake)
+	if err != nil {
+		return err
+	}
+	if err := nv.Init(); err != nil {
+		return err
+	}
+	defer func() { _ = nv.Shutdown() }()
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	opts := o.pluginOptions()
+	if o.podResourcesSocket != "" {
+		pr, err := deviceplugin.NewPodResourcesClient(o.podResourcesSocket)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = pr.Close() }()
+		opts = append(opts, deviceplugin.WithPodResources(pr))
+	}
+	p, err := deviceplugin.New(nv, client, append(opts, deviceplugin.WithLogger(logger))...)
+	if err != nil {
+		return err
+	}
+	return p.Run(ctx)
+}

@@ -1,0 +1,44 @@
+//go:build fakenvml
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
+)
+
+// fakeOptions select a go-nvml mock host instead of the real library (fakenvml builds only).
+type fakeOptions struct {
+	host   string
+	memory string
+	gpus   int
+}
+
+func (f *fakeOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&f.host, "fake-gpus", "dgxa100", "mock host to serve: "+strings.Join(mockhost.Names(), ", "))
+	fs.StringVar(&f.memory, "fake-gpu-memory", "", "memory of every fake GPU, e.g. 40Gi (default: the mock's own)")
+	fs.IntVar(&f.gpus, "fake-gpu-count", 0, "keep only this many GPUs of the mock host (0 = all)")
+}
+
+// openNVML builds the mock host.
+func openNVML(f *fakeOptions) (nvml.Interface, error) {
+	o := mockhost.Options{GPUs: f.gpus}
+	if f.memory != "" {
+		q, err := resource.ParseQuantity(f.memory)
+		if err != nil || q.Value() <= 0 {
+			return nil, fmt.Errorf("--fake-gpu-memory %q: want a positive quantity such as 40Gi", f.memory)
+		}
+		o.MemoryBytes = uint64(q.Value())
+	}
+	h, err := mockhost.New(f.host, o)
+	if err != nil {
+		return nil, err
+	}
+	return nvml.New(h), nil
+}

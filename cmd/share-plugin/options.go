@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/deviceplugin"
+)
+
+// options are the command line of share-plugin.
+type options struct {
+	names              contract.Names
+	nodeName           string
+	kubeconfig         string
+	kubeletDir         string
+	socketName         string
+	podResourcesSocket string
+	resyncPeriod       time.Duration
+	resolveWait        time.Duration
+	healthCheck        bool
+	qps                float64
+	burst              int
+	fake               fakeOptions
+}
+
+func newOptions() *options {
+	return &options{
+		names:              contract.DefaultNames(),
+		nodeName:           os.Getenv("NODE_NAME"),
+		kubeletDir:         pluginapi.DevicePluginPath,
+		socketName:         "gpushare.sock",
+		podResourcesSocket: deviceplugin.DefaultPodResourcesSocket,
+		resyncPeriod:       2 * time.Second,
+		resolveWait:        3 * time.Second,
+		healthCheck:        true,
+		qps:                50,
+		burst:              100,
+	}
+}
+
+// addFlags registers every flag; NODE_NAME is the env mirror of --node-name.
+func (o *options) addFlags(fs *flag.FlagSet) {
+	o.names.AddFlags(fs)
+	fs.StringVar(&o.nodeName, "node-name", o.nodeName, "node this plugin runs on (env NODE_NAME, from the downward API)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty means in-cluster")
+	fs.StringVar(&o.kubeletDir, "kubelet-dir", o.kubeletDir, "kubelet device-plugin directory (holds kubelet.sock)")
+	fs.StringVar(&o.socketName, "socket-name", o.socketName, "file name of the plugin socket in --kubelet-dir")
+	fs.StringVar(&o.podResourcesSocket, "pod-resources-socket", o.podResourcesSocket, "kubelet PodResources socket; empty disables the cross-check of Allocate")
+	fs.DurationVar(&o.resyncPeriod, "resync-period", o.resyncPeriod, "how often Allocate answers are cross-checked and pods marked assigned")
+	fs.DurationVar(&o.resolveWait, "resolve-wait", o.resolveWait, "how long Allocate waits for the pod to appear in the informer")
+	fs.BoolVar(&o.healthCheck, "health-check", o.healthCheck, "watch NVML XID events and mark failed GPUs unhealthy")
+	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "API client QPS")
+	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "API client burst")
+	o.fake.addFlags(fs)
+}
+
+// validate reports the first problem.
+func (o *options) validate() error {
+	var errs []error
+	if err := o.names.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.nodeName == "" {
+		errs = append(errs, errors.New("--node-name (or env NODE_NAME) is required"))
+	}
+	if o.resyncPeriod <= 0 || o.resolveWait < 0 {
+		errs = append(errs, fmt.Errorf("--resync-period must be > 0 and --resolve-wait >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// pluginOptions converts the flags into deviceplugin options.
+func (o *options) pluginOptions() []deviceplugin.Option {
+	return []deviceplugin.Option{
+		deviceplugin.WithNames(o.names), deviceplugin.WithNodeName(o.nodeName),
+		deviceplugin.WithKubeletDir(o.kubeletDir), deviceplugin.WithSocketName(o.socketName),
+		deviceplugin.WithResyncPeriod(o.resyncPeriod), deviceplugin.WithResolveWait(o.resolveWait),
+		deviceplugin.WithHealthCheck(o.healthCheck),
+	}
+}
