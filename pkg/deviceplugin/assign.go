@@ -37,7 +37,7 @@ func (p *Plugin) markAssigned(ctx context.Context, pods map[types.NamespacedName
 		if pr == nil || !live[pod.UID] || len(pr.unverified) > 0 || !p.allDone(pod, pr.done) {
 			continue
 		}
-		if err := p.patchAnnotations(ctx, pod, map[string]string{contract.AnnotationAssigned: "true"}); err != nil {
+		if _, err := p.patchAnnotations(ctx, pod, map[string]string{contract.AnnotationAssigned: "true"}); err != nil {
 			logger.Error(err, "Marking the pod assigned failed; will retry", logKeyPod, klog.KObj(pod))
 			continue
 		}

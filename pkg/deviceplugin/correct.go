@@ -2,7 +2,10 @@ package deviceplugin
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
+	"sort"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,109 +14,168 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
-// slot is one container's entry in a pod's placement.
+// errUnbalanced is returned when the envs handed out cannot all be matched by annotations.
+var errUnbalanced = errors.New("the envs handed out do not match the placements of the node's pods")
+
+// slot is one gpu-mem container of a pod that is not yet assigned, with its placement.
 type slot struct {
 	pod   *v1.Pod
-	alloc contract.Allocation
-	key   string
+	ref   containerRef
+	units int64
+	init  bool
+	ann   map[int]int64
 }
 
-// correct repairs a wrong guess: the kubelet gave h's devices (and so h's env) to truth, not to
-// h.owner. truth's container gets h's placement in its annotation, and the container that held
-// that placement without having received it (usually h.owner) gets truth's old one, so every
-// container's env keeps naming the card its pod's annotations name and per-card totals stay.
-func (p *Plugin) correct(ctx context.Context, h handout, truth ownerRef, pods map[types.NamespacedName]*v1.Pod) {
-	logger := klog.FromContext(ctx).WithValues(logKeyPod, truth.pod, logKeyContainer, truth.container, logKeyGuess, h.owner.pod)
-	q, ok := p.slotOf(pods[truth.pod], truth.container, h.units)
-	if !ok {
-		logger.Error(ErrNoPod, "Allocate guessed the wrong pod and the real one cannot be corrected (gone, or of another size)")
-		p.tracker.update(h.devices, h.at, func(l *handout) { l.verified = true })
-		return
+// slotGroup is the slots that may trade placements: same size, same kind (init or app), so
+// that trading keeps every card's total.
+type slotGroup struct {
+	units int64
+	init  bool
+}
+
+// rebalance makes every container whose env is known (truths, by handout position) carry that
+// env's placement in its annotation. The placements of a group of equal containers are a
+// multiset that only gets permuted, so per-card totals stay; containers with an unchecked
+// guess keep the env they were given when they can; the others keep what they have if they can.
+func (p *Plugin) rebalance(ctx context.Context, handouts []handout, truths map[int]ownerRef, pods map[types.NamespacedName]*v1.Pod) error {
+	slots := p.slots(pods)
+	byRef := map[types.NamespacedName]map[string]*slot{}
+	for _, s := range slots {
+		if byRef[s.ref.pod] == nil {
+			byRef[s.ref.pod] = map[string]*slot{}
+		}
+		byRef[s.ref.pod][s.ref.name] = s
 	}
-	ref := containerRef{uid: q.pod.UID, pod: truth.pod, key: q.key, name: truth.container}
-	cur := q.alloc[q.key]
-	if !maps.Equal(cur, h.placement) {
-		x, ok := p.holderOf(h, q, pods)
-		if !ok {
-			logger.Error(ErrNoPod, "Allocate guessed the wrong pod and no container holds the placement to swap with")
-			return
+	fixed, soft := map[*slot]map[int]int64{}, map[*slot]map[int]int64{}
+	owners := map[int]containerRef{}
+	for i, h := range handouts {
+		if truth, ok := truths[i]; ok {
+			if s := byRef[truth.pod][truth.container]; s != nil && s.units == h.units {
+				fixed[s], owners[i] = h.placement, s.ref
+			}
+		} else if s := byRef[h.owner.pod][h.owner.name]; s != nil && h.verified {
+			fixed[s] = h.placement
+		} else if s != nil {
+			soft[s] = h.placement
 		}
-		if x.pod.UID == q.pod.UID {
-			x.alloc = q.alloc
+	}
+	want, err := assign(slots, fixed, soft)
+	if err != nil {
+		return err
+	}
+	if err := p.writePlacements(ctx, slots, want, pods); err != nil {
+		return err
+	}
+	for i, ref := range owners {
+		h := handouts[i]
+		if ref != h.owner {
+			klog.FromContext(ctx).Info("Allocate had guessed the wrong pod; placement annotations corrected",
+				logKeyGuess, h.owner.pod, logKeyPod, ref.pod, logKeyContainer, ref.name)
 		}
-		q.alloc[q.key], x.alloc[x.key] = maps.Clone(h.placement), cur
-		if err := p.patchPlacement(ctx, q.pod, q.alloc); err != nil {
-			logger.Error(err, "Correcting the placement failed; will retry")
-			return
+		p.tracker.update(h.devices, h.at, func(l *handout) { l.owner, l.verified = ref, true })
+	}
+	return nil
+}
+
+// assign computes each slot's placement: fixed ones first, then soft ones, then current
+// values, then what is left; per group, the multiset of placements does not change.
+func assign(slots []*slot, fixed, soft map[*slot]map[int]int64) (map[*slot]map[int]int64, error) {
+	pools := map[slotGroup]map[string]int{}
+	vals := map[string]map[int]int64{}
+	for _, s := range slots {
+		g := slotGroup{s.units, s.init}
+		if pools[g] == nil {
+			pools[g] = map[string]int{}
 		}
-		if x.pod.UID != q.pod.UID {
-			if err := p.patchPlacement(ctx, x.pod, x.alloc); err != nil {
-				logger.Error(err, "Correcting the swapped placement failed; will retry")
-				return
+		k := fmt.Sprint(s.ann)
+		pools[g][k]++
+		vals[k] = s.ann
+	}
+	want := map[*slot]map[int]int64{}
+	take := func(s *slot, v map[int]int64) bool {
+		pool := pools[slotGroup{s.units, s.init}]
+		if k := fmt.Sprint(v); pool[k] > 0 {
+			pool[k]--
+			want[s] = v
+			return true
+		}
+		return false
+	}
+	for _, s := range slots {
+		if v, ok := fixed[s]; ok && !take(s, v) {
+			return nil, fmt.Errorf("%w: %s/%s got %v, which no equal container holds", errUnbalanced, s.ref.pod, s.ref.name, v)
+		}
+	}
+	for _, pass := range []func(*slot) (map[int]int64, bool){
+		func(s *slot) (map[int]int64, bool) { v, ok := soft[s]; return v, ok },
+		func(s *slot) (map[int]int64, bool) { return s.ann, true },
+	} {
+		for _, s := range slots {
+			if v, ok := pass(s); want[s] == nil && ok {
+				take(s, v)
 			}
 		}
-		logger.Info("Allocate had guessed the wrong pod; swapped the placement annotations",
-			"gotPlacement", h.placement, "swappedWith", klog.KObj(x.pod))
 	}
-	p.tracker.update(h.devices, h.at, func(l *handout) { l.owner, l.verified = ref, true })
-}
-
-// slotOf finds the gpu-mem container named name of pod, if it asks units.
-func (p *Plugin) slotOf(pod *v1.Pod, name string, units int64) (slot, bool) {
-	if pod == nil {
-		return slot{}, false
-	}
-	req, err := contract.ParseRequest(pod, &p.cfg.names)
-	if err != nil {
-		return slot{}, false
-	}
-	alloc, ok, err := contract.AllocationFromPod(pod, &req)
-	if err != nil || !ok {
-		return slot{}, false
-	}
-	for _, c := range req.Containers {
-		if c.Name == name && c.Units == units {
-			return slot{pod: pod, alloc: alloc.Clone(), key: c.Key}, true
+	for _, s := range slots {
+		for k, n := range pools[slotGroup{s.units, s.init}] {
+			if want[s] == nil && n > 0 {
+				take(s, vals[k])
+			}
 		}
 	}
-	return slot{}, false
+	return want, nil
 }
 
-// holderOf finds the container whose annotation names h's placement but which did not receive
-// it: the guessed container first, then any other not-yet-assigned one of the same size.
-func (p *Plugin) holderOf(h handout, q slot, pods map[types.NamespacedName]*v1.Pod) (slot, bool) {
-	if x, ok := p.slotOf(pods[h.owner.pod], h.owner.name, h.units); ok && maps.Equal(x.alloc[x.key], h.placement) {
-		return x, true
-	}
-	for _, pod := range pods {
-		if pod.Annotations[contract.AnnotationAssigned] == "true" {
+// slots lists the gpu-mem containers of the node's unassigned pods, in a stable order.
+func (p *Plugin) slots(pods map[types.NamespacedName]*v1.Pod) []*slot {
+	var out []*slot
+	for nn, pod := range pods {
+		if pod.Annotations[contract.AnnotationAssigned] == "true" || pod.DeletionTimestamp != nil {
 			continue
 		}
 		req, err := contract.ParseRequest(pod, &p.cfg.names)
-		if err != nil {
+		if err != nil || req.Empty() {
+			continue
+		}
+		alloc, ok, err := contract.AllocationFromPod(pod, &req)
+		if err != nil || !ok {
 			continue
 		}
 		for _, c := range req.Containers {
-			if pod.UID == q.pod.UID && c.Key == q.key {
-				continue
-			}
-			x, ok := p.slotOf(pod, c.Name, h.units)
-			if ok && maps.Equal(x.alloc[x.key], h.placement) && !p.received(pod.UID, c.Key, h.placement) {
-				return x, true
-			}
+			out = append(out, &slot{pod: pod, ref: containerRef{uid: pod.UID, pod: nn, key: c.Key, name: c.Name},
+				units: c.Units, init: c.Init, ann: maps.Clone(alloc[c.Key])})
 		}
 	}
-	return slot{}, false
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].ref, out[j].ref
+		if a.pod != b.pod {
+			return a.pod.String() < b.pod.String()
+		}
+		return a.key < b.key
+	})
+	return out
 }
 
-// received reports whether a container verifiably got an env naming placement.
-func (p *Plugin) received(uid types.UID, key string, placement map[int]int64) bool {
-	p.tracker.mu.Lock()
-	defer p.tracker.mu.Unlock()
-	for _, h := range p.tracker.handouts {
-		if h.owner.uid == uid && h.owner.key == key && h.verified && maps.Equal(h.placement, placement) {
-			return true
+// writePlacements patches the pods whose slots changed and refreshes pods with the results.
+func (p *Plugin) writePlacements(ctx context.Context, slots []*slot, want map[*slot]map[int]int64, pods map[types.NamespacedName]*v1.Pod) error {
+	changed := map[types.NamespacedName]contract.Allocation{}
+	for _, s := range slots {
+		if maps.Equal(s.ann, want[s]) {
+			continue
 		}
+		if changed[s.ref.pod] == nil {
+			req, _ := contract.ParseRequest(s.pod, &p.cfg.names)
+			alloc, _, _ := contract.AllocationFromPod(s.pod, &req)
+			changed[s.ref.pod] = alloc.Clone()
+		}
+		changed[s.ref.pod][s.ref.key] = want[s]
 	}
-	return false
+	for nn, alloc := range changed {
+		patched, err := p.patchPlacement(ctx, pods[nn], alloc)
+		if err != nil {
+			return err
+		}
+		pods[nn] = patched
+	}
+	return nil
 }

@@ -1,0 +1,250 @@
+package deviceplugin
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
+	st "github.com/gpushare/gpushare/pkg/deviceplugin/testing"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func uuid(i int) string { return fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", 0x6a5e0000+i, i) }
+
+func TestAllocateEnv(t *testing.T) {
+	host := mockhost.Options{MemoryBytes: 40 << 30, MemoryByIndex: map[int]uint64{1: 80 << 30}}
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		want map[string]map[string]string
+	}{
+		{
+			name: "one container on GPU 3",
+			pod:  st.MakePod().Name("p").Node(testNode).Container("c", 4).Placement(contract.Allocation{"0": {3: 4}}).Obj(),
+			want: map[string]map[string]string{"c": env(uuid(3), "3", "4", "4", "40")},
+		},
+		{
+			name: "larger card of a mixed node",
+			pod:  st.MakePod().Name("p").Node(testNode).Container("c", 50).Placement(contract.Allocation{"0": {1: 50}}).Obj(),
+			want: map[string]map[string]string{"c": env(uuid(1), "1", "50", "50", "80")},
+		},
+		{
+			name: "two cards for one container",
+			pod: st.MakePod().Name("p").Node(testNode).Annotation(contract.DefaultGPUsPerContainer, "2").Container("c", 8).
+				Placement(contract.Allocation{"0": {5: 4, 2: 4}}).Obj(),
+			want: map[string]map[string]string{"c": env(uuid(2)+","+uuid(5), "2,5", "8", "8", "40")},
+		},
+		{
+			name: "init and two app containers, one without gpu-mem",
+			pod: st.MakePod().Name("p").Node(testNode).InitContainer("i", 6).Container("a", 2).Container("none", 0).Container("b", 3).
+				Placement(contract.Allocation{"init-0": {4: 6}, "0": {4: 2}, "2": {6: 3}}).Obj(),
+			want: map[string]map[string]string{
+				"i": env(uuid(4), "4", "6", "6", "40"),
+				"a": env(uuid(4), "4", "6", "2", "40"),
+				"b": env(uuid(6), "6", "6", "3", "40"),
+			},
+		},
+		{
+			name: "legacy index annotation only",
+			pod:  st.MakePod().Name("p").Node(testNode).Container("c", 2).Annotation(contract.AnnotationIndex, "7").Obj(),
+			want: map[string]map[string]string{"c": env(uuid(7), "7", "2", "2", "40")},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, listBeforeAdmit, host, tt.pod)
+			got := h.admit(tt.pod)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("envs (-want,+got):\n%s", diff)
+			}
+			h.p.ReconcileOnce(h.ctx)
+			if got := h.pod("p").Annotations[contract.AnnotationAssigned]; got != "true" {
+				t.Errorf("%s = %q after Allocate, want true", contract.AnnotationAssigned, got)
+			}
+		})
+	}
+}
+
+func env(uuids, idx, pod, container, dev string) map[string]string {
+	return map[string]string{contract.EnvVisibleDevices: uuids, contract.EnvIndex: idx, contract.EnvPod: pod,
+		contract.EnvContainer: container, contract.EnvDev: dev}
+}
+
+func TestAllocateErrors(t *testing.T) {
+	placed := st.MakePod().Name("p").Node(testNode).Container("c", 2).Placement(contract.Allocation{"0": {0: 2}}).Obj()
+	tests := []struct {
+		name     string
+		pods     []*v1.Pod
+		ids      []string
+		wantCode codes.Code
+		wantMsg  string
+	}{
+		{name: "no pod at all", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no pod bound to node n1"},
+		{
+			name: "pod without placement", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no placement annotation",
+			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).Container("c", 1).Obj()},
+		},
+		{name: "size mismatch", pods: []*v1.Pod{placed}, ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: `next container "c" asks 2`},
+		{name: "unknown device", pods: []*v1.Pod{placed}, ids: []string{"GPU-nope::0", "x"}, wantCode: codes.InvalidArgument, wantMsg: "unknown device ID"},
+		{
+			name: "placement on a missing GPU", ids: []string{uuid(0) + "::0"}, wantCode: codes.FailedPrecondition, wantMsg: "does not have",
+			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).Container("c", 1).Placement(contract.Allocation{"0": {9: 1}}).Obj()},
+		},
+		{
+			name: "pod of another node", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no pod bound",
+			pods: []*v1.Pod{st.MakePod().Name("p").Node("n2").Container("c", 1).Placement(contract.Allocation{"0": {0: 1}}).Obj()},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, noPodResources, mockhost.Options{MemoryBytes: 40 << 30}, tt.pods...)
+			_, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tt.ids}}})
+			if got := status.Code(err); got != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("Allocate error = %v (code %v), want code %v containing %q", err, got, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// shape builds pod i of a scenario.
+type shape func(i int) *v1.Pod
+
+func equalPods(i int) *v1.Pod {
+	return st.MakePod().Name(fmt.Sprintf("p%02d", i)).Node(testNode).Created(t0.Add(time.Duration(i)*time.Second)).
+		Container("c", 4).Placement(contract.Allocation{"0": {i % 8: 4}}).Obj()
+}
+
+func initPods(i int) *v1.Pod {
+	return st.MakePod().Name(fmt.Sprintf("p%02d", i)).Node(testNode).Created(t0.Add(time.Duration(i)*time.Second)).
+		InitContainer("setup", 2).Container("a", 2).Container("sidecar", 0).Container("b", 3).
+		Placement(contract.Allocation{"init-0": {i % 8: 2}, "0": {i % 8: 2}, "2": {(i + 1) % 8: 3}}).Obj()
+}
+
+func sameSecondPods(i int) *v1.Pod {
+	return st.MakePod().Name(fmt.Sprintf("p%02d", i)).Node(testNode).Created(t0).
+		Container("c", 2).Placement(contract.Allocation{"0": {(i * 3) % 8: 2}}).Obj()
+}
+
+func TestShuffledAdmission(t *testing.T) {
+	tests := []struct {
+		name           string
+		mode           kubeletMode
+		shape          shape
+		pods           int
+		reconcileEach  bool
+		creationOrder  bool // admit in creation order (what kubelet does for pods it has)
+		wantNoRewrites bool
+	}{
+		{name: "equal pods, kubelet lists the pod it admits", mode: listBeforeAdmit, shape: equalPods, pods: 16, wantNoRewrites: true},
+		{name: "equal pods created in the same second", mode: listBeforeAdmit, shape: sameSecondPods, pods: 12, wantNoRewrites: true},
+		{name: "init and multi-container pods, kubelet lists the pod", mode: listBeforeAdmit, shape: initPods, pods: 8, wantNoRewrites: true},
+		{name: "equal pods, kubelet lists pods only after admission: guesses corrected", mode: listAfterAdmit, shape: equalPods, pods: 16},
+		{name: "same, reconciling between admissions", mode: listAfterAdmit, shape: equalPods, pods: 16, reconcileEach: true},
+		{name: "init pods, kubelet lists pods only after admission", mode: listAfterAdmit, shape: initPods, pods: 8},
+		{name: "init pods, late listing, reconciling between admissions", mode: listAfterAdmit, shape: initPods, pods: 8, reconcileEach: true},
+		{name: "no PodResources, creation-order admission", mode: noPodResources, shape: initPods, pods: 8, creationOrder: true, wantNoRewrites: true},
+	}
+	for _, tt := range tests {
+		for seed := range uint64(6) {
+			t.Run(fmt.Sprintf("%s/seed=%d", tt.name, seed), func(t *testing.T) {
+				runShuffled(t, tt.mode, tt.shape, tt.pods, seed, tt.reconcileEach, tt.creationOrder, tt.wantNoRewrites)
+			})
+		}
+	}
+}
+
+func runShuffled(t *testing.T, mode kubeletMode, mk shape, n int, seed uint64, reconcileEach, creationOrder, wantNoRewrites bool) {
+	var pods []*v1.Pod
+	for i := range n {
+		pods = append(pods, mk(i))
+	}
+	h := newHarness(t, mode, mockhost.Options{MemoryBytes: 40 << 30}, pods...)
+	before := h.placements(pods)
+	order := rand.New(rand.NewPCG(seed, 7)).Perm(n)
+	if creationOrder {
+		order = rand.New(rand.NewPCG(0, 0)).Perm(0)
+		for i := range n {
+			order = append(order, i)
+		}
+	}
+	envs := map[string]map[string]map[string]string{}
+	for _, i := range order {
+		envs[pods[i].Name] = h.admit(pods[i])
+		if reconcileEach {
+			h.p.ReconcileOnce(h.ctx)
+		}
+	}
+	h.p.ReconcileOnce(h.ctx)
+	h.p.ReconcileOnce(h.ctx)
+	after := h.placements(pods)
+	if diff := cmp.Diff(perCard(before), perCard(after)); diff != "" {
+		t.Errorf("per-card totals changed (-before,+after):\n%s", diff)
+	}
+	if wantNoRewrites {
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Errorf("placements rewritten although no guess should be wrong (-before,+after):\n%s", diff)
+		}
+	}
+	for _, pod := range pods {
+		fresh := h.pod(pod.Name)
+		if got := fresh.Annotations[contract.AnnotationAssigned]; got != "true" {
+			t.Errorf("pod %s: %s = %q, want true", pod.Name, contract.AnnotationAssigned, got)
+		}
+		for key, placement := range after[pod.Name] {
+			name := containerName(pod, key)
+			if got, want := envs[pod.Name][name][contract.EnvVisibleDevices], h.uuidsOf(placement); got != want {
+				t.Errorf("pod %s container %s: env names %s, final annotation names %s", pod.Name, name, got, want)
+			}
+		}
+	}
+}
+
+// placements reads every pod's final placement from the API.
+func (h *harness) placements(pods []*v1.Pod) map[string]contract.Allocation {
+	out := map[string]contract.Allocation{}
+	for _, pod := range pods {
+		fresh := h.pod(pod.Name)
+		req, err := contract.ParseRequest(fresh, &h.p.cfg.names)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		alloc, _, err := contract.AllocationFromPod(fresh, &req)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		out[pod.Name] = alloc
+	}
+	return out
+}
+
+func perCard(all map[string]contract.Allocation) map[int]int64 {
+	out := map[int]int64{}
+	for _, a := range all {
+		for g, u := range a.PerGPU() {
+			out[g] += u
+		}
+	}
+	return out
+}
+
+func containerName(pod *v1.Pod, key string) string {
+	if i, ok := strings.CutPrefix(key, "init-"); ok {
+		var n int
+		_, _ = fmt.Sscan(i, &n)
+		return pod.Spec.InitContainers[n].Name
+	}
+	var n int
+	_, _ = fmt.Sscan(key, &n)
+	return pod.Spec.Containers[n].Name
+}
