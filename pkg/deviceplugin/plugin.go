@@ -26,6 +26,7 @@ type Plugin struct {
 	inv        *inventory
 	tracker    *tracker
 	reconciler *reconciler
+	cache      parseCache // guarded by tracker.mu
 }
 
 var _ pluginapi.DevicePluginServer = (*Plugin)(nil)

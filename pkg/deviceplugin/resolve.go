@@ -87,7 +87,7 @@ func (p *Plugin) kubeletView(ctx context.Context) *kubeletView {
 func (p *Plugin) pickLocked(pods []*v1.Pod, units int64, kv *kubeletView) candidates {
 	var out candidates
 	for _, pod := range pods {
-		ch, why := p.candidate(pod, units, kv)
+		ch, why := p.candidate(pod, len(pods), units, kv)
 		if ch == nil {
 			if why != "" {
 				out.rejected = append(out.rejected, klog.KObj(pod).String()+": "+why)
@@ -103,22 +103,17 @@ func (p *Plugin) pickLocked(pods []*v1.Pod, units int64, kv *kubeletView) candid
 
 // candidate returns pod's next container when it asks units, or why not ("" for pods that are
 // simply not gpushare pods waiting for Allocate). Caller holds p.tracker.mu.
-func (p *Plugin) candidate(pod *v1.Pod, units int64, kv *kubeletView) (*choice, string) {
+func (p *Plugin) candidate(pod *v1.Pod, livePods int, units int64, kv *kubeletView) (*choice, string) {
 	if pod.Annotations[contract.AnnotationAssigned] == "true" || pod.DeletionTimestamp != nil ||
 		pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 		return nil, ""
 	}
-	req, err := contract.ParseRequest(pod, &p.cfg.names)
-	if err != nil {
-		return nil, err.Error()
-	}
-	if req.Empty() {
-		return nil, ""
-	}
-	alloc, ok, err := contract.AllocationFromPod(pod, &req)
+	req, alloc, ok, err := p.parseLocked(pod, livePods)
 	switch {
 	case err != nil:
 		return nil, err.Error()
+	case req.Empty():
+		return nil, ""
 	case !ok:
 		return nil, "no placement annotation " + contract.AnnotationAllocation + " (not bound by the gpushare extender?)"
 	}
