@@ -1,0 +1,42 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     string
+		args    []string
+		wantErr string
+	}{
+		{name: "node from NODE_NAME", env: "n1"},
+		{name: "flag wins over env", env: "n1", args: []string{"--node-name=n2"}},
+		{name: "no node", wantErr: "--node-name"},
+		{name: "unit too small", env: "n1", args: []string{"--unit=512Ki"}, wantErr: "unit"},
+		{name: "bad resync", env: "n1", args: []string{"--resync-period=0s"}, wantErr: "--resync-period"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("NODE_NAME", tt.env)
+			o := newOptions()
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			o.addFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.validate()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("validate() = %v, want error containing %q", err, tt.wantErr)
+			}
+			if err == nil && len(o.pluginOptions()) == 0 {
+				t.Error("no plugin options")
+			}
+		})
+	}
+}
