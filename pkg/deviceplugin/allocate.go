@@ -108,7 +108,7 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 		if ch, err := p.resolve(ctx, size, nil, false); err == nil {
 			placement = ch.placement
 		} else {
-			klog.FromContext(p.baseCtx(ctx)).V(2).Info("No preference", "reason", err.Error())
+			klog.FromContext(p.baseCtx(ctx)).V(2).Info("No preference", logKeyReason, err.Error())
 		}
 		ids := p.prefer(creq.GetAvailableDeviceIDs(), creq.GetMustIncludeDeviceIDs(), placement, int(size))
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})

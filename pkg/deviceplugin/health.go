@@ -55,7 +55,7 @@ func (p *Plugin) markUnhealthy(ctx context.Context, ev nvml.Event) {
 	} else {
 		changed = p.inv.setHealthy(ev.UUID, false)
 	}
-	klog.FromContext(ctx).Info("Critical XID: GPU marked unhealthy", logKeyXID, ev.XID, logKeyUUID, ev.UUID, "changed", changed)
+	klog.FromContext(ctx).Info("Critical XID: GPU marked unhealthy", logKeyXID, ev.XID, logKeyUUID, ev.UUID, logKeyChanged, changed)
 	if changed {
 		p.reconciler.triggerNode()
 	}

@@ -85,7 +85,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 			logger.Info("Device plugin stopped")
 			return nil
 		}
-		logger.Info("Serving and registering again", "reason", why)
+		logger.Info("Serving and registering again", logKeyReason, why)
 	}
 }
 
@@ -96,9 +96,9 @@ func (p *Plugin) registerUntil(ctx context.Context, restart <-chan string) strin
 	for {
 		err := p.register(ctx)
 		if err == nil {
-			logger.Info("Registered with kubelet", "resource", p.cfg.names.Resource, logKeySocket, p.SocketPath())
+			logger.Info("Registered with kubelet", logKeyResource, p.cfg.names.Resource, logKeySocket, p.SocketPath())
 		} else {
-			logger.Error(err, "Registration failed; retrying", "after", registerRetry)
+			logger.Error(err, "Registration failed; retrying", logKeyRetryAfter, registerRetry)
 		}
 		var retry <-chan time.Time
 		if err != nil {

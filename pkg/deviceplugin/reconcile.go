@@ -77,13 +77,15 @@ func (p *Plugin) ReconcileOnce(ctx context.Context) {
 	for _, pod := range pods {
 		byName[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = pod
 	}
+	var kv *kubeletView
 	if p.cfg.podResources != nil {
 		list, err := p.cfg.podResources.List(ctx)
 		if err != nil {
-			logger.V(2).Info("Reconcile: kubelet pod resources unavailable", "err", err)
+			logger.V(2).Info("Reconcile: kubelet pod resources unavailable", logKeyErr, err)
 		} else {
-			p.verify(ctx, newKubeletView(list, p.cfg.names.Resource), byName)
+			kv = newKubeletView(list, p.cfg.names.Resource)
+			p.verify(ctx, kv, byName)
 		}
 	}
-	p.markAssigned(ctx, byName)
+	p.markAssigned(ctx, byName, kv)
 }
