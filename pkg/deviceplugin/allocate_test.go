@@ -173,7 +173,7 @@ func runShuffled(t *testing.T, mode kubeletMode, mk shape, n int, seed uint64, r
 	before := h.placements(pods)
 	order := rand.New(rand.NewPCG(seed, 7)).Perm(n)
 	if creationOrder {
-		order = rand.New(rand.NewPCG(0, 0)).Perm(0)
+		order = order[:0]
 		for i := range n {
 			order = append(order, i)
 		}

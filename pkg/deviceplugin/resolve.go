@@ -40,7 +40,11 @@ type candidates struct {
 func (p *Plugin) resolve(ctx context.Context, units int64, ids []string, handOut bool) (*choice, error) {
 	var found *choice
 	var last candidates
-	err := wait.PollUntilContextTimeout(ctx, resolvePollInterval, p.cfg.resolveWait, true, func(ctx context.Context) (bool, error) {
+	timeout := p.cfg.resolveWait
+	if !handOut {
+		timeout = 0 // GetPreferredAllocation: a preference is optional, never make kubelet wait
+	}
+	err := wait.PollUntilContextTimeout(ctx, resolvePollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		pods, err := p.cfg.pods.NodePods(ctx)
 		if err != nil {
 			return false, fmt.Errorf("list pods of node %s: %w", p.cfg.nodeName, err)
