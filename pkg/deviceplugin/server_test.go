@@ -11,7 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/deviceplugin/fake"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
+	st "github.com/gpushare/gpushare/pkg/deviceplugin/testing"
 )
 
 // fakeRegistration is kubelet's Registration service on a unix socket.
@@ -61,9 +64,10 @@ func TestRunRegistersServesAndWatchesHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := k8sfake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}})
+	pod := st.MakePod().Name("p").Node(testNode).Container("c", 3).Placement(contract.Allocation{"0": {1: 3}}).Obj()
+	client := k8sfake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, pod)
 	p, err := New(nvml.New(host), client, WithNodeName(testNode), WithKubeletDir(dir), WithLogger(logger),
-		WithPodSource(fake.ClientPods{Client: client, Node: testNode}), WithResyncPeriod(10*time.Millisecond))
+		WithPodSource(fake.ClientPods{Client: client, Node: testNode}), WithResyncPeriod(10*time.Millisecond), WithResolveWait(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +79,11 @@ func TestRunRegistersServesAndWatchesHealth(t *testing.T) {
 	if diff := cmp.Diff(want.String(), (<-reqs).String()); diff != "" {
 		t.Errorf("Register (-want,+got):\n%s", diff)
 	}
-	stream := listAndWatch(t, ctx, filepath.Join(dir, "gpushare.sock"))
+	stream, c := listAndWatch(t, ctx, filepath.Join(dir, "gpushare.sock"))
 	if diff := cmp.Diff(map[string]int{"healthy@0": 4, "healthy@1": 8}, summarize(t, stream)); diff != "" {
 		t.Errorf("devices (-want,+got):\n%s", diff)
 	}
+	allocateOverGRPC(t, ctx, c)
 	host.InjectXID(0, 13) // application error on GPU 0: ignored
 	host.InjectXID(1, 79) // fallen off the bus
 	if diff := cmp.Diff(map[string]int{"healthy@0": 4, "Unhealthy@1": 8}, summarize(t, stream)); diff != "" {
@@ -105,7 +110,37 @@ func TestRunRegistersServesAndWatchesHealth(t *testing.T) {
 	}
 }
 
-func listAndWatch(t *testing.T, ctx context.Context, sock string) grpc.ServerStreamingClient[pluginapi.ListAndWatchResponse] {
+// allocateOverGRPC asks for 3 units as kubelet would and checks they land on GPU 1.
+func allocateOverGRPC(t *testing.T, ctx context.Context, c pluginapi.DevicePluginClient) {
+	t.Helper()
+	var avail []string
+	for g := range 2 {
+		for n := range int64(4 + 4*g) {
+			avail = append(avail, deviceID(uuid(g), n))
+		}
+	}
+	pref, err := c.GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{
+		{AvailableDeviceIDs: avail, AllocationSize: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := pref.GetContainerResponses()[0].GetDeviceIDs()
+	if diff := cmp.Diff([]string{deviceID(uuid(1), 0), deviceID(uuid(1), 1), deviceID(uuid(1), 2)}, ids); diff != "" {
+		t.Errorf("preferred IDs (-want,+got):\n%s", diff)
+	}
+	resp, err := c.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(env(uuid(1), "1", "3", "3", "8"), resp.GetContainerResponses()[0].GetEnvs()); diff != "" {
+		t.Errorf("env (-want,+got):\n%s", diff)
+	}
+	if _, err := c.Allocate(ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}}); status.Code(err) != codes.NotFound {
+		t.Errorf("second Allocate for the only pod = %v, want NotFound", err)
+	}
+}
+
+func listAndWatch(t *testing.T, ctx context.Context, sock string) (grpc.ServerStreamingClient[pluginapi.ListAndWatchResponse], pluginapi.DevicePluginClient) {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -121,7 +156,7 @@ func listAndWatch(t *testing.T, ctx context.Context, sock string) grpc.ServerStr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return stream
+	return stream, c
 }
 
 // summarize counts the next ListAndWatch response's devices by health and NUMA node.
