@@ -62,7 +62,11 @@ func (p *Plugin) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues(logKeyNode, p.cfg.nodeName)
 	ctx = klog.NewContext(ctx, logger)
 	if r, ok := p.cfg.pods.(Runner); ok {
+		logger.Info("Waiting for the pod source to sync")
 		if err := r.Run(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while waiting for the API server
+			}
 			return fmt.Errorf("start pod source: %w", err)
 		}
 	}
