@@ -119,6 +119,7 @@ func (c *cacheImpl) SetPod(pod *v1.Pod) {
 func (c *cacheImpl) podStateOf(pod *v1.Pod) *podState {
 	ps := &podState{info: PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, State: PodBound}}
 	ps.cpu, ps.mem = podCPUMem(pod)
+	ps.info.MilliCPU = ps.cpu
 	req, err := contract.ParseRequest(pod, &c.names)
 	if err != nil {
 		c.logger.Info("Bound pod has an invalid gpu-mem request; not charging GPU memory", "pod", klog.KObj(pod), "err", err)
@@ -172,7 +173,7 @@ func (c *cacheImpl) AssumePod(pod *v1.Pod, req *contract.PodRequest, nodeName st
 	}
 	c.addLocked(&podState{
 		info: PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: nodeName,
-			State: PodAssumed, Units: req.TotalUnits(), Allocation: alloc.Clone()},
+			State: PodAssumed, Units: req.TotalUnits(), MilliCPU: cpu, Allocation: alloc.Clone()},
 		perGPU: alloc.PerGPU(), cpu: cpu, mem: mem,
 	})
 	return alloc.Clone(), nil

@@ -63,6 +63,8 @@ type PodInfo struct {
 	State PodState `json:"state"`
 	// Units is the pod's effective gpu-mem ask.
 	Units int64 `json:"units"`
+	// MilliCPU is the pod's effective CPU request (learning policies rebuild from it).
+	MilliCPU int64 `json:"milliCPU,omitempty"`
 	// Allocation is the pod's placement; nil for a pod bound without one (pending).
 	Allocation contract.Allocation `json:"allocation,omitempty"`
 }

@@ -21,6 +21,9 @@ type Policy interface {
 	ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64
 }
 
+// DefaultPolicy is the policy the extender and the simulator use unless told otherwise.
+const DefaultPolicy = "fgd"
+
 // PolicyFactory builds a policy.
 type PolicyFactory func() Policy
 
@@ -32,6 +35,8 @@ func NewPolicies() Policies {
 	return Policies{
 		"binpack": func() Policy { return binpack{} },
 		"spread":  func() Policy { return spread{} },
+		"random":  func() Policy { return newRandom(1) },
+		"fgd":     func() Policy { return newFGD() },
 	}
 }
 

@@ -1,0 +1,89 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// DefaultCoverage is the share of pods FGD's typical-pod set covers (placement.md §2.3).
+const DefaultCoverage = 0.95
+
+// minTaskCPU is kube-scheduler's non-zero default CPU request, which FGD applies to task types.
+const minTaskCPU = 100
+
+// TaskShape is a kind of pod as fragmentation sees it: CPU, cards, units per card and models.
+type TaskShape struct {
+	// MilliCPU is the CPU request in millicores.
+	MilliCPU int64
+	// GPUs is the number of cards; 0 for a pod without GPU memory.
+	GPUs int
+	// PerGPU is the units taken on each card.
+	PerGPU int64
+	// Models is the accepted card models joined with "|"; empty means any.
+	Models string
+}
+
+// ShapeOf is the shape of a pod with GPU request req and CPU request milliCPU. A pod whose
+// containers differ is described by its largest per-card ask over its most cards.
+func ShapeOf(req *contract.PodRequest, milliCPU int64) TaskShape {
+	s := TaskShape{MilliCPU: max(milliCPU, minTaskCPU), Models: strings.Join(req.Models, "|")}
+	for _, c := range req.Containers {
+		s.GPUs, s.PerGPU = max(s.GPUs, c.GPUs), max(s.PerGPU, c.PerGPU())
+	}
+	return s
+}
+
+// TaskType is a shape with its popularity.
+type TaskType struct {
+	TaskShape
+	// Weight is the popularity p_m; the weights of a Distribution sum to 1.
+	Weight float64
+	models []string
+}
+
+// Distribution is an immutable set of task types ("typical pods"), FGD's model of the workload.
+type Distribution struct {
+	types []TaskType
+}
+
+// Types returns the task types, most popular first.
+func (d *Distribution) Types() []TaskType {
+	if d == nil {
+		return nil
+	}
+	return slices.Clone(d.types)
+}
+
+// TypicalDistribution keeps the most popular shapes of counts whose cumulative count reaches
+// coverage of the total, as FGD's GetTypicalPods does, and renormalises their weights. Ties in
+// count go to the larger shape (CPU, units per card, cards, models, descending).
+func TypicalDistribution(counts map[TaskShape]float64, coverage float64) *Distribution {
+	types := make([]TaskType, 0, len(counts))
+	total := 0.0
+	for s, c := range counts {
+		if c > 0 {
+			types = append(types, TaskType{TaskShape: s, Weight: c})
+			total += c
+		}
+	}
+	slices.SortFunc(types, comparePopularity)
+	kept, sum := 0, 0.0
+	for kept < len(types) && sum < coverage*total {
+		sum += types[kept].Weight
+		kept++
+	}
+	types = types[:kept]
+	for i := range types {
+		types[i].Weight /= sum
+		types[i].models = contract.ParseModels(types[i].Models)
+	}
+	return &Distribution{types: types}
+}
+
+func comparePopularity(a, b TaskType) int {
+	return cmp.Or(cmp.Compare(b.Weight, a.Weight), cmp.Compare(b.MilliCPU, a.MilliCPU),
+		cmp.Compare(b.PerGPU, a.PerGPU), cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.Models, a.Models))
+}

@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"sync/atomic"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// Oracle is an optional Policy extension for policies that take the workload's distribution
+// from outside, as FGD does from the trace it is evaluated on.
+type Oracle interface {
+	SetDistribution(d *Distribution)
+}
+
+// fgd is Fragmentation Gradient Descent (Weng et al., ATC'23; placement.md §2.4): the node and
+// card whose placement increases the expected fragmentation least, scored as the paper's integer
+// floor(100*sigmoid(-delta/1000)), with the paper's card choice (the best integer score, lowest
+// index on ties). Its distribution is set by SetDistribution (the simulator's oracle) or, in the
+// extender, by Rebuild from the pods running at start; it does not learn afterwards.
+type fgd struct {
+	dist   atomic.Pointer[Distribution]
+	models *modelMatcher
+}
+
+func newFGD() *fgd { return &fgd{models: newModelMatcher()} }
+
+func (f *fgd) Name() string { return "fgd" }
+
+func (f *fgd) SetDistribution(d *Distribution) { f.dist.Store(d) }
+
+// Observe does nothing: FGD's distribution is fixed.
+func (f *fgd) Observe(*contract.PodRequest, PodResources) {}
+
+// Rebuild sets the distribution from the pods on nodes.
+func (f *fgd) Rebuild(nodes []*cache.NodeInfo) {
+	f.dist.Store(TypicalDistribution(countPods(nodes), DefaultCoverage))
+}
+
+func (f *fgd) ForPod(res PodResources) Policy {
+	return &fgdPod{s: newFragScorer(f.dist.Load(), f.models, res)}
+}
+
+func (f *fgd) RankGPU(node *cache.NodeInfo, g int, units int64, req *contract.PodRequest) float64 {
+	return f.ForPod(PodResources{}).RankGPU(node, g, units, req)
+}
+
+func (f *fgd) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+	return f.ForPod(PodResources{}).ScoreNode(node, plan, req)
+}
+
+// fgdPod is fgd for one pod.
+type fgdPod struct{ s *fragScorer }
+
+func (p *fgdPod) Name() string { return "fgd" }
+
+func (p *fgdPod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
+	return -sigmoidScore(p.s.cardDelta(node, g, units))
+}
+
+func (p *fgdPod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+	return sigmoidScore(p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) }))
+}
+
+// countPods counts the shapes of the pods holding GPU memory on nodes.
+func countPods(nodes []*cache.NodeInfo) map[TaskShape]float64 {
+	counts := map[TaskShape]float64{}
+	for _, n := range nodes {
+		for i := range n.Pods {
+			counts[shapeOfPlaced(&n.Pods[i])]++
+		}
+	}
+	return counts
+}
+
+// shapeOfPlaced is the shape of a running pod, from its placement; model constraints are not
+// recorded in the cache, so the shape accepts any model.
+func shapeOfPlaced(p *cache.PodInfo) TaskShape {
+	s := TaskShape{MilliCPU: max(p.MilliCPU, minTaskCPU)}
+	if p.Allocation == nil {
+		return TaskShape{MilliCPU: s.MilliCPU, GPUs: 1, PerGPU: p.Units}
+	}
+	for _, u := range p.Allocation.PerGPU() {
+		s.GPUs++
+		s.PerGPU = max(s.PerGPU, u)
+	}
+	return s
+}

@@ -1,0 +1,94 @@
+package scheduler
+
+import (
+	"math"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+)
+
+// fragScorer computes FGD's fragmentation change for one pod over the nodes of one decision.
+// It keeps the last node's fragmentation and per-card results, since PlanPod ranks every card
+// of a node and ScoreNode then scores the chosen one. Not safe for concurrent use.
+type fragScorer struct {
+	dist   *Distribution
+	models *modelMatcher
+	res    PodResources
+	view   *fragView
+	base   float64   // fragmentation of view.node before the pod
+	after  []float64 // per card: fragmentation with afterUnits placed there; NaN if unknown
+	units  int64
+	work   []int64
+}
+
+func newFragScorer(d *Distribution, models *modelMatcher, res PodResources) *fragScorer {
+	if d == nil {
+		d = &Distribution{}
+	}
+	return &fragScorer{dist: d, models: models, res: res}
+}
+
+// use prepares s for node, reusing the previous node's results when it is the same snapshot.
+func (s *fragScorer) use(node *cache.NodeInfo) {
+	if s.view != nil && s.view.node == node {
+		return
+	}
+	s.view = newFragView(node, s.dist, s.models)
+	s.base = s.view.frag(s.dist, s.view.free, s.view.cpu)
+	s.after = s.after[:0]
+	for range node.GPUs {
+		s.after = append(s.after, math.NaN())
+	}
+	s.work = append(s.work[:0], s.view.free...)
+}
+
+// cardDelta is the change in fragmentation (milli-GPU) of placing units on card g of node.
+func (s *fragScorer) cardDelta(node *cache.NodeInfo, g int, units int64) float64 {
+	s.use(node)
+	if units != s.units {
+		s.units = units
+		for i := range s.after {
+			s.after[i] = math.NaN()
+		}
+	}
+	if math.IsNaN(s.after[g]) {
+		s.after[g] = s.sameCard(node, g)
+	}
+	if math.IsNaN(s.after[g]) {
+		s.work[g] -= units
+		s.after[g] = s.view.frag(s.dist, s.work, s.view.cpu-s.res.MilliCPU)
+		s.work[g] += units
+	}
+	return (s.after[g] - s.base) * s.view.milliPerUnit
+}
+
+// sameCard returns the known result of an earlier card identical to g (same free units, model
+// and health), or NaN.
+func (s *fragScorer) sameCard(node *cache.NodeInfo, g int) float64 {
+	for h := range g {
+		if !math.IsNaN(s.after[h]) && s.view.free[h] == s.view.free[g] &&
+			node.GPUs[h].Model == node.GPUs[g].Model && node.GPUs[h].Healthy == node.GPUs[g].Healthy {
+			return s.after[h]
+		}
+	}
+	return math.NaN()
+}
+
+// planDelta is the change in fragmentation (milli-GPU) of applying plan to node.
+func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, charge func(g int) int64) float64 {
+	s.use(node)
+	if len(plan.Slots) == 1 {
+		return s.cardDelta(node, plan.Slots[0].GPU, plan.Slots[0].Units)
+	}
+	for _, g := range plan.UsedGPUs() {
+		s.work[g] -= charge(g)
+	}
+	f := s.view.frag(s.dist, s.work, s.view.cpu-s.res.MilliCPU)
+	copy(s.work, s.view.free)
+	return (f - s.base) * s.view.milliPerUnit
+}
+
+// sigmoidScore is FGD's integer node score for a fragmentation change delta in milli-GPU:
+// floor(100 * sigmoid(-delta/1000)).
+func sigmoidScore(delta float64) float64 {
+	return math.Floor(100 / (1 + math.Exp(delta/1000)))
+}

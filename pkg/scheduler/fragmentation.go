@@ -1,0 +1,79 @@
+package scheduler
+
+import (
+	"github.com/gpushare/gpushare/pkg/cache"
+)
+
+// fragView is a node prepared for FGD's fragmentation sums under one Distribution: the free
+// units of each card (0 for unhealthy ones), the free CPU and, per task type, a bit mask of the
+// cards whose model the type accepts. Cards past the 64th accept only unconstrained types.
+type fragView struct {
+	node  *cache.NodeInfo
+	free  []int64
+	cpu   int64
+	masks []uint64
+	// milliPerUnit converts units to milli-GPU, FGD's scale (1000 units = one card).
+	milliPerUnit float64
+}
+
+// newFragView prepares node for d.
+func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *fragView {
+	v := &fragView{node: node, free: make([]int64, len(node.GPUs)), masks: make([]uint64, len(d.types)),
+		cpu: node.AllocatableMilliCPU - node.RequestedMilliCPU, milliPerUnit: 1}
+	var capMax int64
+	for g := range node.GPUs {
+		if node.GPUs[g].Healthy {
+			v.free[g] = node.GPUs[g].Free()
+		}
+		capMax = max(capMax, node.GPUs[g].Capacity)
+	}
+	if capMax > 0 {
+		v.milliPerUnit = 1000 / float64(capMax)
+	}
+	for i := range d.types {
+		v.masks[i] = models.mask(node, d.types[i].Models, d.types[i].models)
+	}
+	return v
+}
+
+// Fragmentation is FGD's expected fragmentation of node under d, in units (placement.md §2.2-2.3):
+// for each task type, the idle units the type cannot use, weighted by its popularity.
+func Fragmentation(node *cache.NodeInfo, d *Distribution) float64 {
+	v := newFragView(node, d, newModelMatcher())
+	return v.frag(d, v.free, v.cpu)
+}
+
+// frag is the node's fragmentation with the given free units per card and free CPU.
+func (v *fragView) frag(d *Distribution, free []int64, cpu int64) float64 {
+	var idle int64
+	for _, f := range free {
+		idle += f
+	}
+	total := 0.0
+	for i := range d.types {
+		t := &d.types[i]
+		if t.GPUs == 0 || cpu < t.MilliCPU {
+			total += t.Weight * float64(idle)
+			continue
+		}
+		total += t.Weight * float64(typeFrag(free, v.masks[i], t, idle))
+	}
+	return total
+}
+
+// typeFrag is F_n(m) for one task type: the free units of cards too small for it (or of another
+// model) when enough cards fit it, else all idle units.
+func typeFrag(free []int64, mask uint64, t *TaskType, idle int64) int64 {
+	fit, frag := 0, int64(0)
+	for g, f := range free {
+		if g < 64 && mask&(1<<g) != 0 && f >= t.PerGPU {
+			fit++
+		} else {
+			frag += f
+		}
+	}
+	if fit < t.GPUs {
+		return idle
+	}
+	return frag
+}

@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/gpushare/gpushare/pkg/scheduler"
+)
+
+// ErrBadConfig is wrapped by command-line errors.
+var ErrBadConfig = errors.New("bad configuration")
+
+// Config is gpushare-sim's command line.
+type Config struct {
+	// NodesFile and PodsFile are the openb CSVs.
+	NodesFile, PodsFile string
+	// Policies are the policies to compare, comma-separated on the command line.
+	Policies []string
+	// Inflate is the workload's total GPU request as a multiple of capacity.
+	Inflate float64
+	// Seeds are the seeds, one run each.
+	Seeds []int
+	// JSON prints one JSON object per policy instead of a table.
+	JSON bool
+	// CurveFile and PlotFile, when set, receive the curves as CSV and PNG.
+	CurveFile, PlotFile string
+	// Parallel is how many runs go at once.
+	Parallel int
+}
+
+// DefaultConfig is the paper's protocol with our default policy.
+func DefaultConfig() Config {
+	return Config{Policies: []string{scheduler.DefaultPolicy}, Inflate: 1.3, Seeds: seqInts(42, 51), Parallel: runtime.GOMAXPROCS(0)}
+}
+
+// AddFlags registers the flags on fs.
+func (c *Config) AddFlags(fs *flag.FlagSet, policies scheduler.Policies) {
+	fs.StringVar(&c.NodesFile, "nodes", c.NodesFile, "node CSV (openb_node_list_gpu_node.csv)")
+	fs.StringVar(&c.PodsFile, "pods", c.PodsFile, "pod CSV (openb_pod_list_<trace>.csv)")
+	fs.Func("policy", fmt.Sprintf("comma-separated policies from %v (default %s)", policies.Names(), strings.Join(c.Policies, ",")), func(s string) error {
+		c.Policies = strings.Split(s, ",")
+		return nil
+	})
+	fs.Float64Var(&c.Inflate, "inflate", c.Inflate, "total GPU request submitted, as a multiple of GPU capacity")
+	fs.Func("seeds", "seeds: a range 42-51 or a list 42,43 (default 42-51)", func(s string) error {
+		seeds, err := ParseSeeds(s)
+		c.Seeds = seeds
+		return err
+	})
+	fs.BoolVar(&c.JSON, "json", c.JSON, "print one JSON object per policy")
+	fs.StringVar(&c.CurveFile, "curve", c.CurveFile, "write the allocation curves (arrived% -> allocated%) as CSV")
+	fs.StringVar(&c.PlotFile, "plot", c.PlotFile, "draw the allocation curves as PNG, one line per policy")
+	fs.IntVar(&c.Parallel, "parallel", c.Parallel, "runs at once")
+}
+
+// Validate reports every problem with c.
+func (c *Config) Validate(policies scheduler.Policies) error {
+	var errs []error
+	if c.NodesFile == "" || c.PodsFile == "" {
+		errs = append(errs, fmt.Errorf("%w: --nodes and --pods are required", ErrBadConfig))
+	}
+	for _, p := range c.Policies {
+		if _, err := policies.New(p); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrBadConfig, err))
+		}
+	}
+	if c.Inflate <= 0 || len(c.Seeds) == 0 || c.Parallel < 1 {
+		errs = append(errs, fmt.Errorf("%w: --inflate, --seeds and --parallel must be positive", ErrBadConfig))
+	}
+	return errors.Join(errs...)
+}
+
+// TraceName is the trace's short name: "default" for openb_pod_list_default.csv.
+func (c *Config) TraceName() string {
+	base := strings.TrimSuffix(filepath.Base(c.PodsFile), filepath.Ext(c.PodsFile))
+	return strings.TrimPrefix(base, "openb_pod_list_")
+}
+
+// ParseSeeds reads "42-51" or "42,43,44".
+func ParseSeeds(s string) ([]int, error) {
+	if lo, hi, ok := strings.Cut(s, "-"); ok {
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err := errors.Join(err1, err2); err != nil || b < a {
+			return nil, fmt.Errorf("%w: seeds %q", ErrBadConfig, s)
+		}
+		return seqInts(a, b), nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%w: seeds %q: %w", ErrBadConfig, s, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func seqInts(a, b int) []int {
+	out := make([]int, 0, b-a+1)
+	for v := a; v <= b; v++ {
+		out = append(out, v)
+	}
+	return out
+}

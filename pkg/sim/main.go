@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/gpushare/gpushare/pkg/scheduler"
+)
+
+// Main runs every policy of cfg over its seeds and writes the report to w, and the curve and
+// plot files when asked.
+func Main(cfg *Config, policies scheduler.Policies, w io.Writer) error {
+	nodes, pods, err := LoadTrace(cfg.NodesFile, cfg.PodsFile)
+	if err != nil {
+		return err
+	}
+	var sums []*Summary
+	for _, name := range cfg.Policies {
+		results, err := runSeeds(cfg, policies, name, nodes, pods)
+		if err != nil {
+			return err
+		}
+		sums = append(sums, Summarise(name, cfg.TraceName(), cfg.Seeds, results))
+	}
+	if err := writeReport(w, cfg.JSON, sums); err != nil {
+		return err
+	}
+	if cfg.CurveFile != "" {
+		if err := writeFile(cfg.CurveFile, func(f io.Writer) error { return WriteCurves(f, sums) }); err != nil {
+			return err
+		}
+	}
+	if cfg.PlotFile != "" {
+		return writeFile(cfg.PlotFile, func(f io.Writer) error { return Plot(f, sums) })
+	}
+	return nil
+}
+
+// LoadTrace reads the node and pod CSVs.
+func LoadTrace(nodesFile, podsFile string) ([]Node, []Pod, error) {
+	nf, err := os.Open(nodesFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodes: %w", err)
+	}
+	defer nf.Close()
+	nodes, err := ReadNodes(nf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodes %s: %w", nodesFile, err)
+	}
+	pf, err := os.Open(podsFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pods: %w", err)
+	}
+	defer pf.Close()
+	pods, err := ReadPods(pf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pods %s: %w", podsFile, err)
+	}
+	return nodes, pods, nil
+}
+
+// runSeeds runs one policy once per seed, cfg.Parallel at a time, each with its own policy.
+func runSeeds(cfg *Config, policies scheduler.Policies, name string, nodes []Node, pods []Pod) ([]*Result, error) {
+	results := make([]*Result, len(cfg.Seeds))
+	errs := make([]error, len(cfg.Seeds))
+	sem := make(chan struct{}, cfg.Parallel)
+	var wg sync.WaitGroup
+	for i, seed := range cfg.Seeds {
+		policy, err := policies.New(name)
+		if err != nil {
+			return nil, err
+		}
+		run := &Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: cfg.Inflate, Seed: uint64(seed)}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i], errs[i] = run.Execute()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func writeReport(w io.Writer, asJSON bool, sums []*Summary) error {
+	if !asJSON {
+		return WriteTable(w, sums)
+	}
+	enc := json.NewEncoder(w)
+	for _, s := range sums {
+		if err := enc.Encode(s); err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/scheduler"
+)
+
+// Run is one simulation: a trace, a policy and a seed.
+type Run struct {
+	// Nodes and Pods are the trace.
+	Nodes []Node
+	Pods  []Pod
+	// Policy is the policy under test, freshly built (it may learn).
+	Policy scheduler.Policy
+	// Inflate is the target total GPU request as a multiple of capacity (1.3 in the paper).
+	Inflate float64
+	// Seed drives the shuffle, the inflation, the node tie order and randomised policies.
+	Seed uint64
+}
+
+// Result is what one Run measured.
+type Result struct {
+	// Curve is the allocation (% of GPU capacity) at each integer arrived % of capacity.
+	Curve []float64
+	// Submitted and Placed count pods.
+	Submitted, Placed int
+	// CapacityMilli is the cluster's GPU capacity in milli-GPU.
+	CapacityMilli int64
+	// Seconds is the wall time of the run.
+	Seconds float64
+}
+
+// AllocAt is the allocation % at arrived % a (NaN when the run did not get there).
+func (r *Result) AllocAt(a int) float64 { return curveAt(r.Curve, a) }
+
+// Execute replays the run through a fresh production cache.
+func (r *Run) Execute() (*Result, error) {
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(r.Seed, 0x9e3779b97f4a7c15))
+	names := contract.DefaultNames()
+	c := cache.New(names, klog.Background().V(10))
+	if err := newCluster(r.Nodes, &names, c); err != nil {
+		return nil, err
+	}
+	capacity := capacityMilli(r.Nodes)
+	pods := Workload(r.Pods, int64(r.Inflate*float64(capacity)), rng)
+	if o, ok := r.Policy.(scheduler.Oracle); ok {
+		o.SetDistribution(oracle(r.Pods))
+	}
+	if s, ok := r.Policy.(scheduler.Seeded); ok {
+		s.Seed(rng.Uint64())
+	}
+	p := newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes)))
+	curve := newCurveBuilder(capacity)
+	res := &Result{CapacityMilli: capacity}
+	var used, arrived int64
+	for i := range pods {
+		placed, err := p.submit(PodObject(&pods[i], i, &names), &names)
+		if err != nil {
+			return nil, err
+		}
+		res.Submitted++
+		arrived += pods[i].GPURequest()
+		if placed {
+			res.Placed++
+			used += pods[i].GPURequest()
+		}
+		curve.add(arrived, used)
+	}
+	res.Curve = curve.build()
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+func capacityMilli(nodes []Node) int64 {
+	var t int64
+	for i := range nodes {
+		t += int64(nodes[i].GPUs) * MilliPerGPU
+	}
+	return t
+}
+
+// oracle is FGD's typical-pod distribution of the whole trace (placement.md §2.3).
+func oracle(pods []Pod) *scheduler.Distribution {
+	counts := map[scheduler.TaskShape]float64{}
+	for i := range pods {
+		counts[shapeOf(&pods[i])]++
+	}
+	return scheduler.TypicalDistribution(counts, scheduler.DefaultCoverage)
+}
+
+func shapeOf(p *Pod) scheduler.TaskShape {
+	req := contract.PodRequest{Models: p.Models}
+	if p.NumGPU > 0 {
+		req.Containers = []contract.ContainerRequest{{Units: p.GPURequest(), GPUs: int(p.NumGPU)}}
+	}
+	return scheduler.ShapeOf(&req, p.MilliCPU)
+}
+
+// podFits is kube-scheduler's NodeResourcesFit for CPU and memory.
+func podFits(n *cache.NodeInfo, res scheduler.PodResources) bool {
+	return n.RequestedMilliCPU+res.MilliCPU <= n.AllocatableMilliCPU && n.RequestedMemory+res.Memory <= n.AllocatableMemory
+}
+
+// errNotPlaced is returned when the cache refuses the chosen placement, which means the
+// simulator and the cache disagree.
+var errNotPlaced = fmt.Errorf("cache refused the placement")
+

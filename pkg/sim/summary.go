@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"math"
+)
+
+// Stat is a mean and a sample standard deviation.
+type Stat struct {
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"`
+}
+
+// Summary is the JSON report of one policy on one trace over several seeds.
+type Summary struct {
+	Policy               string  `json:"policy"`
+	Trace                string  `json:"trace"`
+	Seeds                []int   `json:"seeds"`
+	AllocAt100           Stat    `json:"alloc_at_100"`
+	AllocAt130           Stat    `json:"alloc_at_130"`
+	UnallocatedGPUsAt100 float64 `json:"unallocated_gpus_at_100"`
+	PodsSubmitted        int     `json:"pods_submitted"`
+	Seconds              float64 `json:"seconds"`
+	curve                []Stat
+}
+
+// Summarise combines the runs of one policy on one trace (one Result per seed). PodsSubmitted
+// and Seconds are means per run.
+func Summarise(policy, trace string, seeds []int, results []*Result) *Summary {
+	s := &Summary{Policy: policy, Trace: trace, Seeds: seeds}
+	if len(results) == 0 {
+		return s
+	}
+	s.AllocAt100 = statOf(results, func(r *Result) float64 { return r.AllocAt(100) })
+	s.AllocAt130 = statOf(results, func(r *Result) float64 { return r.AllocAt(130) })
+	gpus := float64(results[0].CapacityMilli) / MilliPerGPU
+	s.UnallocatedGPUsAt100 = round2(gpus * (100 - s.AllocAt100.Mean) / 100)
+	s.PodsSubmitted = int(math.Round(statOf(results, func(r *Result) float64 { return float64(r.Submitted) }).Mean))
+	s.Seconds = round2(statOf(results, func(r *Result) float64 { return r.Seconds }).Mean)
+	for a := 0; ; a++ {
+		st := statOf(results, func(r *Result) float64 { return r.AllocAt(a) })
+		if math.IsNaN(st.Mean) {
+			break
+		}
+		s.curve = append(s.curve, st)
+	}
+	return s
+}
+
+// Curve is the mean and sd of the allocation % at each arrived % (index).
+func (s *Summary) Curve() []Stat { return s.curve }
+
+// statOf is the mean and sample sd of f over results, ignoring NaN values; NaN when none.
+func statOf(results []*Result, f func(*Result) float64) Stat {
+	var vals []float64
+	for _, r := range results {
+		if v := f(r); !math.IsNaN(v) {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return Stat{Mean: math.NaN(), SD: math.NaN()}
+	}
+	mean := 0.0
+	for _, v := range vals {
+		mean += v
+	}
+	mean /= float64(len(vals))
+	ss := 0.0
+	for _, v := range vals {
+		ss += (v - mean) * (v - mean)
+	}
+	sd := 0.0
+	if len(vals) > 1 {
+		sd = math.Sqrt(ss / float64(len(vals)-1))
+	}
+	return Stat{Mean: round2(mean), SD: round2(sd)}
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
