@@ -112,4 +112,3 @@ func podFits(n *cache.NodeInfo, res scheduler.PodResources) bool {
 // errNotPlaced is returned when the cache refuses the chosen placement, which means the
 // simulator and the cache disagree.
 var errNotPlaced = fmt.Errorf("cache refused the placement")
-
