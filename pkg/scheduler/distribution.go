@@ -45,8 +45,75 @@ type TaskType struct {
 }
 
 // Distribution is an immutable set of task types ("typical pods"), FGD's model of the workload.
+// For fast fragmentation sums the GPU types are also grouped by card shape (cards, units per
+// card, models), the CPU requests of each group ascending.
 type Distribution struct {
-	types []TaskType
+	types   []TaskType
+	groups  []typeGroup
+	cpuOnly float64 // total weight of types without GPUs
+}
+
+// typeGroup is the task types sharing a card shape.
+type typeGroup struct {
+	gpus   int
+	perGPU int64
+	models string
+	list   []string
+	cpus   []int64   // ascending
+	cum    []float64 // cum[i] is the weight of types cpus[:i+1]
+}
+
+// weightFitting is the weight of the group's types whose CPU request is at most cpu.
+func (g *typeGroup) weightFitting(cpu int64) float64 {
+	w := 0.0
+	for i, c := range g.cpus {
+		if c > cpu {
+			break
+		}
+		w = g.cum[i]
+	}
+	return w
+}
+
+// newDistribution groups types (weights already normalised).
+func newDistribution(types []TaskType) *Distribution {
+	d := &Distribution{types: types}
+	byShape := map[TaskShape]int{}
+	for _, t := range types {
+		if t.GPUs == 0 {
+			d.cpuOnly += t.Weight
+			continue
+		}
+		key := TaskShape{GPUs: t.GPUs, PerGPU: t.PerGPU, Models: t.Models}
+		i, ok := byShape[key]
+		if !ok {
+			i = len(d.groups)
+			byShape[key] = i
+			d.groups = append(d.groups, typeGroup{gpus: t.GPUs, perGPU: t.PerGPU, models: t.Models, list: t.models})
+		}
+		d.groups[i].cpus = append(d.groups[i].cpus, t.MilliCPU)
+		d.groups[i].cum = append(d.groups[i].cum, t.Weight)
+	}
+	for i := range d.groups {
+		d.groups[i].accumulate()
+	}
+	return d
+}
+
+// accumulate sorts the group's CPU requests and turns its weights into running sums.
+func (g *typeGroup) accumulate() {
+	idx := make([]int, len(g.cpus))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(g.cpus[a], g.cpus[b]) })
+	cpus, cum := make([]int64, len(idx)), make([]float64, len(idx))
+	sum := 0.0
+	for k, i := range idx {
+		sum += g.cum[i]
+		cpus[k], cum[k] = g.cpus[i], sum
+	}
+	g.cpus, g.cum = cpus, cum
 }
 
 // Types returns the task types, most popular first.
@@ -80,7 +147,7 @@ func TypicalDistribution(counts map[TaskShape]float64, coverage float64) *Distri
 		types[i].Weight /= sum
 		types[i].models = contract.ParseModels(types[i].Models)
 	}
-	return &Distribution{types: types}
+	return newDistribution(types)
 }
 
 func comparePopularity(a, b TaskType) int {

@@ -19,11 +19,11 @@ type Oracle interface {
 // index on ties). Its distribution is set by SetDistribution (the simulator's oracle) or, in the
 // extender, by Rebuild from the pods running at start; it does not learn afterwards.
 type fgd struct {
-	dist   atomic.Pointer[Distribution]
-	models *modelMatcher
+	dist  atomic.Pointer[Distribution]
+	views *fragViews
 }
 
-func newFGD() *fgd { return &fgd{models: newModelMatcher()} }
+func newFGD() *fgd { return &fgd{views: newFragViews()} }
 
 func (f *fgd) Name() string { return "fgd" }
 
@@ -38,7 +38,7 @@ func (f *fgd) Rebuild(nodes []*cache.NodeInfo) {
 }
 
 func (f *fgd) ForPod(res PodResources) Policy {
-	return &fgdPod{s: newFragScorer(f.dist.Load(), f.models, res)}
+	return &fgdPod{s: newFragScorer(f.dist.Load(), f.views, res)}
 }
 
 func (f *fgd) RankGPU(node *cache.NodeInfo, g int, units int64, req *contract.PodRequest) float64 {
@@ -55,11 +55,11 @@ type fgdPod struct{ s *fragScorer }
 func (p *fgdPod) Name() string { return "fgd" }
 
 func (p *fgdPod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
-	return -sigmoidScore(p.s.cardDelta(node, g, units))
+	return -p.s.views.steps.score(p.s.cardDelta(node, g, units))
 }
 
 func (p *fgdPod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
-	return sigmoidScore(p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) }))
+	return p.s.views.steps.score(p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) }))
 }
 
 // countPods counts the shapes of the pods holding GPU memory on nodes.

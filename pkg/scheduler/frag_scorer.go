@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 )
@@ -10,21 +11,21 @@ import (
 // It keeps the last node's fragmentation and per-card results, since PlanPod ranks every card
 // of a node and ScoreNode then scores the chosen one. Not safe for concurrent use.
 type fragScorer struct {
-	dist   *Distribution
-	models *modelMatcher
-	res    PodResources
-	view   *fragView
-	base   float64   // fragmentation of view.node before the pod
-	after  []float64 // per card: fragmentation with afterUnits placed there; NaN if unknown
-	units  int64
-	work   []int64
+	dist  *Distribution
+	views *fragViews
+	res   PodResources
+	view  *fragView
+	base  float64   // fragmentation of view.node before the pod
+	after []float64 // per card: fragmentation with afterUnits placed there; NaN if unknown
+	units int64
+	work  []int64
 }
 
-func newFragScorer(d *Distribution, models *modelMatcher, res PodResources) *fragScorer {
+func newFragScorer(d *Distribution, views *fragViews, res PodResources) *fragScorer {
 	if d == nil {
 		d = &Distribution{}
 	}
-	return &fragScorer{dist: d, models: models, res: res}
+	return &fragScorer{dist: d, views: views, res: res}
 }
 
 // use prepares s for node, reusing the previous node's results when it is the same snapshot.
@@ -32,8 +33,8 @@ func (s *fragScorer) use(node *cache.NodeInfo) {
 	if s.view != nil && s.view.node == node {
 		return
 	}
-	s.view = newFragView(node, s.dist, s.models)
-	s.base = s.view.frag(s.dist, s.view.free, s.view.cpu)
+	e := s.views.get(node, s.dist)
+	s.view, s.base = e.view, e.base
 	s.after = s.after[:0]
 	for range node.GPUs {
 		s.after = append(s.after, math.NaN())
@@ -87,8 +88,31 @@ func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, charge func(g i
 	return (f - s.base) * s.view.milliPerUnit
 }
 
-// sigmoidScore is FGD's integer node score for a fragmentation change delta in milli-GPU:
-// floor(100 * sigmoid(-delta/1000)).
+// sigmoidSteps are the breakpoints of FGD's integer score, ascending: the score of delta is
+// 99 minus the number of steps below it (steps[i] = 1000*ln(100/(99-i) - 1)).
+type sigmoidSteps [99]float64
+
+func newSigmoidSteps() *sigmoidSteps {
+	var s sigmoidSteps
+	for i := range s {
+		s[i] = 1000 * math.Log(100/float64(99-i)-1)
+	}
+	return &s
+}
+
+// score is FGD's integer node score for a fragmentation change delta in milli-GPU,
+// floor(100 * sigmoid(-delta/1000)), found by binary search; within 1e-6 of a breakpoint the
+// formula itself decides, so the result equals the formula's.
+func (s *sigmoidSteps) score(delta float64) float64 {
+	i, _ := slices.BinarySearch(s[:], delta)
+	near := (i < len(s) && s[i]-delta < 1e-6) || (i > 0 && delta-s[i-1] < 1e-6)
+	if near {
+		return sigmoidScore(delta)
+	}
+	return float64(99 - i)
+}
+
+// sigmoidScore is floor(100 * sigmoid(-delta/1000)).
 func sigmoidScore(delta float64) float64 {
 	return math.Floor(100 / (1 + math.Exp(delta/1000)))
 }

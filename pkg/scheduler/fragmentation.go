@@ -18,7 +18,7 @@ type fragView struct {
 
 // newFragView prepares node for d.
 func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *fragView {
-	v := &fragView{node: node, free: make([]int64, len(node.GPUs)), masks: make([]uint64, len(d.types)),
+	v := &fragView{node: node, free: make([]int64, len(node.GPUs)), masks: make([]uint64, len(d.groups)),
 		cpu: node.AllocatableMilliCPU - node.RequestedMilliCPU, milliPerUnit: 1}
 	var capMax int64
 	for g := range node.GPUs {
@@ -30,8 +30,8 @@ func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *f
 	if capMax > 0 {
 		v.milliPerUnit = 1000 / float64(capMax)
 	}
-	for i := range d.types {
-		v.masks[i] = models.mask(node, d.types[i].Models, d.types[i].models)
+	for i := range d.groups {
+		v.masks[i] = models.mask(node, d.groups[i].models, d.groups[i].list)
 	}
 	return v
 }
@@ -49,30 +49,32 @@ func (v *fragView) frag(d *Distribution, free []int64, cpu int64) float64 {
 	for _, f := range free {
 		idle += f
 	}
-	total := 0.0
-	for i := range d.types {
-		t := &d.types[i]
-		if t.GPUs == 0 || cpu < t.MilliCPU {
-			total += t.Weight * float64(idle)
+	total := d.cpuOnly * float64(idle)
+	for i := range d.groups {
+		g := &d.groups[i]
+		all := g.cum[len(g.cum)-1]
+		fit := g.weightFitting(cpu)
+		if fit == 0 {
+			total += all * float64(idle)
 			continue
 		}
-		total += t.Weight * float64(typeFrag(free, v.masks[i], t, idle))
+		total += fit*float64(groupFrag(free, v.masks[i], g, idle)) + (all-fit)*float64(idle)
 	}
 	return total
 }
 
-// typeFrag is F_n(m) for one task type: the free units of cards too small for it (or of another
-// model) when enough cards fit it, else all idle units.
-func typeFrag(free []int64, mask uint64, t *TaskType, idle int64) int64 {
+// groupFrag is F_n(m) for the group's card shape: the free units of cards too small for it
+// (or of another model) when enough cards fit it, else all idle units.
+func groupFrag(free []int64, mask uint64, g *typeGroup, idle int64) int64 {
 	fit, frag := 0, int64(0)
-	for g, f := range free {
-		if g < 64 && mask&(1<<g) != 0 && f >= t.PerGPU {
+	for c, f := range free {
+		if c < 64 && mask&(1<<c) != 0 && f >= g.perGPU {
 			fit++
 		} else {
 			frag += f
 		}
 	}
-	if fit < t.GPUs {
+	if fit < g.gpus {
 		return idle
 	}
 	return frag

@@ -1,0 +1,55 @@
+package scheduler
+
+import (
+	"sync"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+)
+
+// fragViews memoises each node's fragView and fragmentation for its current snapshot and the
+// current distribution: snapshots are immutable and replaced on every change, so a node's entry
+// is valid while both pointers match. It holds one entry per node name. Safe for concurrent use.
+type fragViews struct {
+	mu     sync.Mutex // guards byNode
+	byNode map[string]*fragEntry
+	models *modelMatcher
+	steps  *sigmoidSteps
+}
+
+// fragEntry is a node's prepared view and its fragmentation before any new pod. Immutable.
+type fragEntry struct {
+	dist *Distribution
+	view *fragView
+	base float64
+}
+
+func newFragViews() *fragViews {
+	return &fragViews{byNode: map[string]*fragEntry{}, models: newModelMatcher(), steps: newSigmoidSteps()}
+}
+
+// get returns node's view and fragmentation under d, computing them when node or d changed.
+func (v *fragViews) get(node *cache.NodeInfo, d *Distribution) *fragEntry {
+	v.mu.Lock()
+	e, ok := v.byNode[node.Name]
+	v.mu.Unlock()
+	if ok && e.view.node == node && e.dist == d {
+		return e
+	}
+	view := newFragView(node, d, v.models)
+	e = &fragEntry{dist: d, view: view, base: view.frag(d, view.free, view.cpu)}
+	v.mu.Lock()
+	v.byNode[node.Name] = e
+	v.mu.Unlock()
+	return e
+}
+
+// forget drops the entries of nodes not in keep (called rarely, to bound memory when nodes go).
+func (v *fragViews) forget(keep map[string]bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for name := range v.byNode {
+		if !keep[name] {
+			delete(v.byNode, name)
+		}
+	}
+}
