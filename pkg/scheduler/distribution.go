@@ -51,6 +51,8 @@ type Distribution struct {
 	types   []TaskType
 	groups  []typeGroup
 	cpuOnly float64 // total weight of types without GPUs
+	// cpuPerUnit is the CPU the GPU task types ask per unit of GPU, weighted by popularity.
+	cpuPerUnit float64
 }
 
 // typeGroup is the task types sharing a card shape.
@@ -96,6 +98,16 @@ func newDistribution(types []TaskType) *Distribution {
 	}
 	for i := range d.groups {
 		d.groups[i].accumulate()
+	}
+	var cpu, units float64
+	for _, t := range types {
+		if t.GPUs > 0 {
+			cpu += t.Weight * float64(t.MilliCPU)
+			units += t.Weight * float64(t.PerGPU) * float64(t.GPUs)
+		}
+	}
+	if units > 0 {
+		d.cpuPerUnit = cpu / units
 	}
 	return d
 }

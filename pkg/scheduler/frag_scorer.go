@@ -88,6 +88,23 @@ func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, charge func(g i
 	return (f - s.base) * s.view.milliPerUnit
 }
 
+// strandDelta is the change (milli-GPU) in GPU capacity expected to be stranded by lack of CPU
+// when the pod takes units GPU units and its CPU from node: idle units beyond what the free
+// CPU can serve at the distribution's CPU per unit.
+func (s *fragScorer) strandDelta(units int64) float64 {
+	k := s.dist.cpuPerUnit
+	if k <= 0 {
+		return 0
+	}
+	var idle int64
+	for _, f := range s.view.free {
+		idle += f
+	}
+	before := max(0, float64(idle)-float64(s.view.cpu)/k)
+	after := max(0, float64(idle-units)-float64(s.view.cpu-s.res.MilliCPU)/k)
+	return (after - before) * s.view.milliPerUnit
+}
+
 // sigmoidSteps are the breakpoints of FGD's integer score, ascending: the score of delta is
 // 99 minus the number of steps below it (steps[i] = 1000*ln(100/(99-i) - 1)).
 type sigmoidSteps [99]float64

@@ -22,7 +22,7 @@ type Policy interface {
 }
 
 // DefaultPolicy is the policy the extender and the simulator use unless told otherwise.
-const DefaultPolicy = "fgd"
+const DefaultPolicy = "fgd-online"
 
 // PolicyFactory builds a policy.
 type PolicyFactory func() Policy
@@ -33,10 +33,14 @@ type Policies map[string]PolicyFactory
 // NewPolicies returns the built-in policies.
 func NewPolicies() Policies {
 	return Policies{
-		"binpack": func() Policy { return binpack{} },
-		"spread":  func() Policy { return spread{} },
-		"random":  func() Policy { return newRandom(1) },
-		"fgd":     func() Policy { return newFGD() },
+		"binpack":    func() Policy { return binpack{} },
+		"spread":     func() Policy { return spread{} },
+		"random":     func() Policy { return newRandom(1) },
+		"fgd":        func() Policy { return newFGD() },
+		"fgd-online": func() Policy { return newFGDOnline("fgd-online", tieNone, 1) },
+		"x-s05":      func() Policy { return newFGDOnline("x-s05", tieNone, 0.5) },
+		"x-s2":       func() Policy { return newFGDOnline("x-s2", tieNone, 2) },
+		"x-s1-alloc": func() Policy { return newFGDOnline("x-s1-alloc", tieAllocated, 1) },
 	}
 }
 

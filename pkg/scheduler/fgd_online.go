@@ -1,0 +1,87 @@
+package scheduler
+
+import (
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// fgdOnline is gpushare's default policy: FGD's fragmentation gradient over a distribution
+// learned online from the pods seen (see onlineDistribution), with deliberate packing among
+// near-equal nodes instead of FGD's accidental fixed-order ties.
+type fgdOnline struct {
+	name    string
+	learned *onlineDistribution
+	views   *fragViews
+	tie     func(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64
+	strand  float64
+}
+
+func newFGDOnline(name string, tie func(*cache.NodeInfo, *Plan, *contract.PodRequest) float64, strand float64) *fgdOnline {
+	return &fgdOnline{name: name, learned: newOnlineDistribution(learnHalfLife), views: newFragViews(), tie: tie, strand: strand}
+}
+
+func (f *fgdOnline) Name() string { return f.name }
+
+// Observe learns the pod's shape.
+func (f *fgdOnline) Observe(req *contract.PodRequest, res PodResources) {
+	f.learned.observe(ShapeOf(req, res.MilliCPU))
+}
+
+// Rebuild relearns from the pods on nodes.
+func (f *fgdOnline) Rebuild(nodes []*cache.NodeInfo) { f.learned.reset(countPods(nodes)) }
+
+func (f *fgdOnline) ForPod(res PodResources) Policy {
+	return &fgdOnlinePod{f: f, s: newFragScorer(f.learned.current.Load(), f.views, res)}
+}
+
+func (f *fgdOnline) RankGPU(node *cache.NodeInfo, g int, units int64, req *contract.PodRequest) float64 {
+	return f.ForPod(PodResources{}).RankGPU(node, g, units, req)
+}
+
+func (f *fgdOnline) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+	return f.ForPod(PodResources{}).ScoreNode(node, plan, req)
+}
+
+// fgdOnlinePod is fgdOnline for one pod.
+type fgdOnlinePod struct {
+	f *fgdOnline
+	s *fragScorer
+}
+
+func (p *fgdOnlinePod) Name() string { return p.f.name }
+
+func (p *fgdOnlinePod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
+	return -p.s.views.steps.score(p.s.cardDelta(node, g, units))
+}
+
+func (p *fgdOnlinePod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+	var units int64
+	for _, g := range plan.UsedGPUs() {
+		units += plan.Charge(req, g)
+	}
+	d := p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) })
+	if p.f.strand > 0 {
+		d += p.f.strand * p.s.strandDelta(units)
+	}
+	s := p.s.views.steps.score(d)
+	if p.f.tie != nil {
+		s += 0.99 * p.f.tie(node, plan, req)
+	}
+	return s
+}
+
+// tieNone leaves ties to the scheduler's node order.
+func tieNone(*cache.NodeInfo, *Plan, *contract.PodRequest) float64 { return 0 }
+
+// tieAllocated prefers the node whose GPUs are most allocated after placement (0..1).
+func tieAllocated(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+	t := node.TotalUnits()
+	if t == 0 {
+		return 0
+	}
+	var add int64
+	for _, g := range plan.UsedGPUs() {
+		add += plan.Charge(req, g)
+	}
+	return float64(node.UsedUnits()+add) / float64(t)
+}

@@ -1,0 +1,86 @@
+package scheduler
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+)
+
+// Defaults of the learned distribution.
+const (
+	// learnHalfLife is the number of observed pods after which an observation weighs half.
+	learnHalfLife = 5000
+	// learnMaxShapes bounds the shapes remembered; the lightest goes when a new one comes.
+	learnMaxShapes = 512
+	// learnRefresh is how many observations pass between recomputing the typical set (every
+	// observation while fewer than this have been seen).
+	learnRefresh = 64
+)
+
+// onlineDistribution learns the workload's task shapes from the pods it observes: decayed
+// counts with bounded memory, turned into FGD's typical set now and then. Safe for concurrent
+// use; readers get an immutable *Distribution without locking.
+type onlineDistribution struct {
+	mu     sync.Mutex // guards counts, inc and seen
+	counts map[TaskShape]float64
+	inc    float64 // weight of the next observation: decay is applied by growing it
+	seen   int
+	grow   float64 // per-observation growth of inc, 2^(1/half-life)
+
+	current atomic.Pointer[Distribution]
+}
+
+func newOnlineDistribution(halfLife float64) *onlineDistribution {
+	o := &onlineDistribution{counts: map[TaskShape]float64{}, inc: 1, grow: math.Exp2(1 / halfLife)}
+	o.current.Store(&Distribution{})
+	return o
+}
+
+// observe counts one pod of shape s.
+func (o *onlineDistribution) observe(s TaskShape) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.inc *= o.grow
+	o.counts[s] += o.inc
+	if o.inc > 1e12 {
+		o.rescaleLocked()
+	}
+	if len(o.counts) > learnMaxShapes {
+		o.dropLightestLocked()
+	}
+	o.seen++
+	if o.seen <= learnRefresh || o.seen%learnRefresh == 0 {
+		o.current.Store(TypicalDistribution(o.counts, DefaultCoverage))
+	}
+}
+
+// reset replaces what was learned with counts (each already weighted 1).
+func (o *onlineDistribution) reset(counts map[TaskShape]float64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts, o.inc, o.seen = counts, 1, 0
+	for _, c := range counts {
+		o.seen += int(c)
+	}
+	o.current.Store(TypicalDistribution(o.counts, DefaultCoverage))
+}
+
+// rescaleLocked divides all weights by inc. Caller holds o.mu.
+func (o *onlineDistribution) rescaleLocked() {
+	for s := range o.counts {
+		o.counts[s] /= o.inc
+	}
+	o.inc = 1
+}
+
+// dropLightestLocked forgets the shape with the least weight. Caller holds o.mu.
+func (o *onlineDistribution) dropLightestLocked() {
+	var lightest TaskShape
+	least := math.Inf(1)
+	for s, c := range o.counts {
+		if c < least || (c == least && comparePopularity(TaskType{TaskShape: s}, TaskType{TaskShape: lightest}) > 0) {
+			lightest, least = s, c
+		}
+	}
+	delete(o.counts, lightest)
+}
