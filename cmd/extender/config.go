@@ -22,7 +22,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{address: ":39999", policy: "binpack", qps: 200, burst: 400,
+	return config{address: ":39999", policy: scheduler.DefaultPolicy, qps: 200, burst: 400,
 		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames()}
 }
 

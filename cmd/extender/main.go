@@ -69,6 +69,11 @@ func run(ctx context.Context, cfg *config, policies scheduler.Policies) error {
 	factory.Start(informerCtx.Done())
 	ready := func() bool { return allSynced(synced) }
 	ext := scheduler.NewExtender(c, client, policy, cfg.names)
+	go func() { // a learning policy starts from the pods already running
+		if toolscache.WaitForCacheSync(informerCtx.Done(), synced...) {
+			ext.Relearn()
+		}
+	}()
 	return scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, cfg.maxBody, logger))
 }
 

@@ -52,6 +52,7 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
 		}
 		logger.V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", args.Node, "allocation", alloc)
+		e.observe(pod, &req)
 	}
 	if err := e.bindPod(ctx, pod, args.Node); err != nil {
 		e.rollback(ctx, pod, &req)
@@ -77,13 +78,15 @@ func (e *Extender) assume(pod *v1.Pod, req *contract.PodRequest, nodeName string
 	if p, ok := e.cache.Pod(pod.UID); ok && p.Node == nodeName && p.Allocation != nil {
 		return p.Allocation, nil
 	}
+	cpu, mem := cache.PodRequests(pod)
+	policy := ForPod(e.policy, PodResources{MilliCPU: cpu, Memory: mem})
 	var lastErr error
 	for range assumeRetries {
 		node, ok := e.cache.Node(nodeName)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
 		}
-		plan, ok := PlanPod(node, req, e.policy)
+		plan, ok := PlanPod(node, req, policy)
 		if !ok {
 			return nil, Explain(node, req, e.names.UnitLabel())
 		}

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"math"
+
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
@@ -14,6 +16,9 @@ type fgdOnline struct {
 	views   *fragViews
 	tie     func(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64
 	strand  float64
+	// cardFit breaks card ties towards the tightest card; exactTie breaks node ties by the
+	// exact change in fragmentation.
+	cardFit, exactTie bool
 }
 
 func newFGDOnline(name string, tie func(*cache.NodeInfo, *Plan, *contract.PodRequest) float64, strand float64) *fgdOnline {
@@ -51,7 +56,11 @@ type fgdOnlinePod struct {
 func (p *fgdOnlinePod) Name() string { return p.f.name }
 
 func (p *fgdOnlinePod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
-	return -p.s.views.steps.score(p.s.cardDelta(node, g, units))
+	r := -p.s.views.steps.score(p.s.cardDelta(node, g, units))
+	if p.f.cardFit && node.GPUs[g].Capacity > 0 {
+		r += 0.99 * float64(node.GPUs[g].Free()-units) / float64(node.GPUs[g].Capacity)
+	}
+	return r
 }
 
 func (p *fgdOnlinePod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
@@ -64,6 +73,9 @@ func (p *fgdOnlinePod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract
 		d += p.f.strand * p.s.strandDelta(units)
 	}
 	s := p.s.views.steps.score(d)
+	if p.f.exactTie {
+		return s + 0.5 - 0.49*math.Tanh(d/1000)
+	}
 	if p.f.tie != nil {
 		s += 0.99 * p.f.tie(node, plan, req)
 	}

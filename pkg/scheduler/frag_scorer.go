@@ -123,7 +123,7 @@ func newSigmoidSteps() *sigmoidSteps {
 func (s *sigmoidSteps) score(delta float64) float64 {
 	i, _ := slices.BinarySearch(s[:], delta)
 	near := (i < len(s) && s[i]-delta < 1e-6) || (i > 0 && delta-s[i-1] < 1e-6)
-	if near {
+	if near || i == 0 { // below the lowest step the float formula can reach 100
 		return sigmoidScore(delta)
 	}
 	return float64(99 - i)

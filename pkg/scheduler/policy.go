@@ -38,9 +38,8 @@ func NewPolicies() Policies {
 		"random":     func() Policy { return newRandom(1) },
 		"fgd":        func() Policy { return newFGD() },
 		"fgd-online": func() Policy { return newFGDOnline("fgd-online", tieNone, 1) },
-		"x-s05":      func() Policy { return newFGDOnline("x-s05", tieNone, 0.5) },
-		"x-s2":       func() Policy { return newFGDOnline("x-s2", tieNone, 2) },
-		"x-s1-alloc": func() Policy { return newFGDOnline("x-s1-alloc", tieAllocated, 1) },
+		"x-card":     func() Policy { p := newFGDOnline("x-card", tieNone, 1); p.cardFit = true; return p },
+		"x-exact":    func() Policy { p := newFGDOnline("x-exact", tieNone, 1); p.exactTie = true; return p },
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
@@ -27,13 +28,16 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	if err != nil || req.Empty() {
 		return out, nil // filter already reported the error
 	}
+	cpu, mem := cache.PodRequests(args.Pod)
+	res := PodResources{MilliCPU: cpu, Memory: mem}
 	raw, fits := make([]float64, len(names)), make([]bool, len(names))
 	nodes := e.cache.Lookup(names)
 	parallelize(len(nodes), func(lo, hi int) {
 		var plan Plan
+		policy := ForPod(e.policy, res) // one per goroutine
 		for i := lo; i < hi; i++ {
-			if nodes[i] != nil && planInto(nodes[i], &req, e.policy, &plan) {
-				raw[i], fits[i] = e.policy.ScoreNode(nodes[i], &plan, &req), true
+			if nodes[i] != nil && planInto(nodes[i], &req, policy, &plan) {
+				raw[i], fits[i] = policy.ScoreNode(nodes[i], &plan, &req), true
 			}
 		}
 	})

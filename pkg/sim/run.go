@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -43,7 +42,7 @@ func (r *Result) AllocAt(a int) float64 { return curveAt(r.Curve, a) }
 // Execute replays the run through a fresh production cache.
 func (r *Run) Execute() (*Result, error) {
 	start := time.Now()
-	rng := rand.New(rand.NewPCG(r.Seed, 0x9e3779b97f4a7c15))
+	rng := newRand(r.Seed)
 	names := contract.DefaultNames()
 	c := cache.New(names, klog.Background().V(10))
 	if err := newCluster(r.Nodes, &names, c); err != nil {

@@ -59,10 +59,11 @@ func ReadNodes(r io.Reader) ([]Node, error) {
 	return out, err
 }
 
-// ReadPods parses a pod CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, ...).
+// ReadPods parses a pod CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli and, when
+// present, gpu_spec).
 func ReadPods(r io.Reader) ([]Pod, error) {
 	var out []Pod
-	err := readCSV(r, []string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"}, func(f map[string]string) error {
+	err := readCSV(r, []string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, func(f map[string]string) error {
 		p := Pod{Name: f["name"], Models: contract.ParseModels(f["gpu_spec"])}
 		if err := parseInts(f, map[string]*int64{"cpu_milli": &p.MilliCPU, "memory_mib": &p.MemoryMiB,
 			"num_gpu": &p.NumGPU, "gpu_milli": &p.GPUMilli}); err != nil {
@@ -80,7 +81,8 @@ func ReadPods(r io.Reader) ([]Pod, error) {
 	return out, err
 }
 
-// readCSV calls row for each record with its fields by header name; want lists required columns.
+// readCSV calls row for each record with its fields by header name; want lists required columns,
+// and optional columns are passed when present.
 func readCSV(r io.Reader, want []string, row func(map[string]string) error) error {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
@@ -105,10 +107,10 @@ func readCSV(r io.Reader, want []string, row func(map[string]string) error) erro
 		if err != nil {
 			return fmt.Errorf("%w: line %d: %w", ErrBadTrace, line, err)
 		}
-		f := make(map[string]string, len(want))
-		for _, w := range want {
-			if col[w] < len(rec) {
-				f[w] = rec[col[w]]
+		f := make(map[string]string, len(col))
+		for name, i := range col {
+			if i < len(rec) {
+				f[name] = rec[i]
 			}
 		}
 		if err := row(f); err != nil {

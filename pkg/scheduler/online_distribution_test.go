@@ -1,0 +1,69 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+func TestOnlineDistribution(t *testing.T) {
+	a := TaskShape{MilliCPU: 1000, GPUs: 1, PerGPU: 500}
+	b := TaskShape{MilliCPU: 2000, GPUs: 1, PerGPU: 1000}
+	tests := []struct {
+		name     string
+		halfLife float64
+		seen     []TaskShape
+		want     []TaskType
+	}{
+		{"counts without decay", 1e12, []TaskShape{a, a, a, b},
+			[]TaskType{{TaskShape: a, Weight: 0.75}, {TaskShape: b, Weight: 0.25}}},
+		// with a half-life of one pod, each observation weighs twice the one before: 2:4:8.
+		{"decay favours recent pods", 1, []TaskShape{a, a, b},
+			[]TaskType{{TaskShape: b, Weight: 8.0 / 14}, {TaskShape: a, Weight: 6.0 / 14}}},
+		{"nothing seen", 100, nil, []TaskType{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOnlineDistribution(tt.halfLife)
+			for _, s := range tt.seen {
+				o.observe(s)
+			}
+			got := o.current.Load().Types()
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreUnexported(TaskType{}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Types (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOnlineDistributionIsBounded(t *testing.T) {
+	o := newOnlineDistribution(learnHalfLife)
+	for i := range learnMaxShapes + 100 {
+		o.observe(TaskShape{MilliCPU: int64(100 + i), GPUs: 1, PerGPU: 100})
+	}
+	if got := len(o.counts); got != learnMaxShapes {
+		t.Errorf("remembered %d shapes, want at most %d", got, learnMaxShapes)
+	}
+}
+
+func TestFGDOnlineRebuild(t *testing.T) {
+	node := fragNode(10000, 1000, 300)
+	node.Pods = []cache.PodInfo{
+		{Name: "a", MilliCPU: 4000, Units: 700, Allocation: contract.Allocation{"0": {1: 700}}},
+		{Name: "b", MilliCPU: 0, Units: 2000, Allocation: contract.Allocation{"0": {2: 1000, 3: 1000}}},
+	}
+	p := newFGDOnline("fgd-online", tieNone, 1)
+	p.Rebuild([]*cache.NodeInfo{node})
+	want := []TaskType{
+		{TaskShape: TaskShape{MilliCPU: 4000, GPUs: 1, PerGPU: 700}, Weight: 0.5},
+		{TaskShape: TaskShape{MilliCPU: minTaskCPU, GPUs: 2, PerGPU: 1000}, Weight: 0.5},
+	}
+	got := p.learned.current.Load().Types()
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreUnexported(TaskType{})); diff != "" {
+		t.Errorf("Types after Rebuild (-want,+got):\n%s", diff)
+	}
+}
