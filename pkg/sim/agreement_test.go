@@ -1,0 +1,133 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/scheduler"
+)
+
+// agreementState is a small cluster part-filled by the simulator: 3 nodes of 4 cards.
+func agreementState(t *testing.T, policy scheduler.Policy) (cache.Cache, *placer, contract.Names) {
+	t.Helper()
+	names := contract.DefaultNames()
+	nodes := synthNodes(3, 4)
+	nodes[2].MilliCPU = 3000
+	_, ctx := ktesting.NewTestContext(t)
+	c := cache.New(names, klog.FromContext(ctx))
+	if err := newCluster(nodes, &names, c); err != nil {
+		t.Fatal(err)
+	}
+	p := newPlacer(nodes, c, policy, []int{2, 0, 1})
+	for i, milli := range []int64{470, 810, 1000, 470, 300, 810} {
+		pod := Pod{Name: "seed", MilliCPU: 1000, MemoryMiB: 256, NumGPU: 1, GPUMilli: milli}
+		if _, err := p.submit(PodObject(&pod, i, &names), &names); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, p, names
+}
+
+// TestSimulatorAndExtenderAgree: for the same cache state, the extender's Filter passes the
+// nodes the simulator finds feasible, the node the simulator picks is among those Prioritize
+// scores highest (Prioritize rounds to 0..10, so near-equal nodes tie there and kube-scheduler
+// picks among them), and Bind on that node takes the same cards as the simulator.
+func TestSimulatorAndExtenderAgree(t *testing.T) {
+	tests := []struct {
+		name string
+		pod  Pod
+	}{
+		{"sharing pod", Pod{Name: "share", MilliCPU: 2000, MemoryMiB: 512, NumGPU: 1, GPUMilli: 470}},
+		{"small sharing pod", Pod{Name: "small", MilliCPU: 500, MemoryMiB: 512, NumGPU: 1, GPUMilli: 160}},
+		{"whole card", Pod{Name: "whole", MilliCPU: 4000, MemoryMiB: 512, NumGPU: 1, GPUMilli: 1000}},
+		{"two cards", Pod{Name: "two", MilliCPU: 1000, MemoryMiB: 512, NumGPU: 2, GPUMilli: 1000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			policy, err := scheduler.NewPolicies().New(scheduler.DefaultPolicy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, p, names := agreementState(t, policy)
+			pod := PodObject(&tt.pod, 100, &names)
+			req, res, err := podRequest(pod, &names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			simChoice, ok := p.choose(c.Lookup(p.names), &req, res)
+			if !ok {
+				t.Fatal("simulator placed nothing")
+			}
+			simNode := p.names[simChoice.node]
+			simAlloc := simChoice.plan.Allocation(c.Lookup([]string{simNode})[0], &req)
+
+			client := fake.NewClientset(pod)
+			ext := scheduler.NewExtender(c, client, policy, names)
+			_, ctx := ktesting.NewTestContext(t)
+			nodeNames := cpuFit(c, p, res) // kube-scheduler's own filters run before the extender's
+			filtered := ext.Filter(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &nodeNames})
+			scores, err := ext.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: filtered.NodeNames})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(feasible(c, p, &req, res), *filtered.NodeNames); diff != "" {
+				t.Errorf("filter (-simulator,+extender):\n%s", diff)
+			}
+			if got := bestHosts(scores); !slices.Contains(got, simNode) {
+				t.Fatalf("extender's best nodes %v, simulator chose %s (scores %v)", got, simNode, scores)
+			}
+			if err := ext.Bind(ctx, &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: simNode}); err != nil {
+				t.Fatal(err)
+			}
+			info, _ := c.Pod(pod.UID)
+			if diff := cmp.Diff(simAlloc, info.Allocation); diff != "" {
+				t.Errorf("allocation (-simulator,+extender):\n%s", diff)
+			}
+		})
+	}
+}
+
+// feasible lists the nodes the simulator would consider for the pod.
+func feasible(c cache.Cache, p *placer, req *contract.PodRequest, res scheduler.PodResources) []string {
+	var out []string
+	for i, n := range c.Lookup(p.names) {
+		if _, ok := planFor(n, req, scheduler.ForPod(p.policy, res)); ok && podFits(n, res) {
+			out = append(out, p.names[i])
+		}
+	}
+	return out
+}
+
+// cpuFit lists the nodes with the pod's CPU and memory free.
+func cpuFit(c cache.Cache, p *placer, res scheduler.PodResources) []string {
+	var out []string
+	for i, n := range c.Lookup(p.names) {
+		if podFits(n, res) {
+			out = append(out, p.names[i])
+		}
+	}
+	return out
+}
+
+// bestHosts lists the hosts with the highest score.
+func bestHosts(scores extenderv1.HostPriorityList) []string {
+	var best []string
+	top := int64(-1)
+	for _, s := range scores {
+		switch {
+		case s.Score > top:
+			best, top = []string{s.Host}, s.Score
+		case s.Score == top:
+			best = append(best, s.Host)
+		}
+	}
+	return best
+}
