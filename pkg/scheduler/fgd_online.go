@@ -19,17 +19,27 @@ type fgdOnline struct {
 	// cardFit breaks card ties towards the tightest card; exactTie breaks node ties by the
 	// exact change in fragmentation.
 	cardFit, exactTie bool
+	// withMem counts memory in the stranding look-ahead; temp is the sigmoid's scale (1000 in
+	// FGD): larger values make more near-equal nodes tie.
+	withMem bool
+	temp    float64
+	// cpuOnlyFull sends pods without GPUs to the nodes whose GPUs are most allocated among
+	// equal scores.
+	cpuOnlyFull bool
+	// reserve is the weight of the model-reservation cost: a pod that accepts any model pays
+	// for the units it takes from cards that model-constrained pods need.
+	reserve float64
 }
 
 func newFGDOnline(name string, tie func(*cache.NodeInfo, *Plan, *contract.PodRequest) float64, strand float64) *fgdOnline {
-	return &fgdOnline{name: name, learned: newOnlineDistribution(learnHalfLife), views: newFragViews(), tie: tie, strand: strand}
+	return &fgdOnline{name: name, learned: newOnlineDistribution(learnHalfLife), views: newFragViews(), tie: tie, strand: strand, temp: 1000}
 }
 
 func (f *fgdOnline) Name() string { return f.name }
 
 // Observe learns the pod's shape.
 func (f *fgdOnline) Observe(req *contract.PodRequest, res PodResources) {
-	f.learned.observe(ShapeOf(req, res.MilliCPU))
+	f.learned.observe(ShapeOf(req, res.MilliCPU), res.Memory)
 }
 
 // Rebuild relearns from the pods on nodes.
@@ -56,7 +66,7 @@ type fgdOnlinePod struct {
 func (p *fgdOnlinePod) Name() string { return p.f.name }
 
 func (p *fgdOnlinePod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
-	r := -p.s.views.steps.score(p.s.cardDelta(node, g, units))
+	r := -p.s.views.steps.score(p.s.cardDelta(node, g, units) * 1000 / p.f.temp)
 	if p.f.cardFit && node.GPUs[g].Capacity > 0 {
 		r += 0.99 * float64(node.GPUs[g].Free()-units) / float64(node.GPUs[g].Capacity)
 	}
@@ -70,14 +80,21 @@ func (p *fgdOnlinePod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract
 	}
 	d := p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) })
 	if p.f.strand > 0 {
-		d += p.f.strand * p.s.strandDelta(units)
+		d += p.f.strand * p.s.strandDelta(units, p.f.withMem)
 	}
+	if p.f.reserve > 0 && len(req.Models) == 0 {
+		d += p.f.reserve * float64(units) * p.s.reservation() * p.s.view.milliPerUnit
+	}
+	d *= 1000 / p.f.temp
 	s := p.s.views.steps.score(d)
 	if p.f.exactTie {
 		return s + 0.5 - 0.49*math.Tanh(d/1000)
 	}
 	if p.f.tie != nil {
 		s += 0.99 * p.f.tie(node, plan, req)
+	}
+	if p.f.cpuOnlyFull && req.Empty() {
+		s += 0.99 * tieAllocated(node, plan, req)
 	}
 	return s
 }

@@ -10,8 +10,9 @@ import (
 // current distribution: snapshots are immutable and replaced on every change, so a node's entry
 // is valid while both pointers match. It holds one entry per node name. Safe for concurrent use.
 type fragViews struct {
-	mu     sync.Mutex // guards byNode
+	mu     sync.Mutex // guards byNode and supply
 	byNode map[string]*fragEntry
+	supply *modelSupply
 	models *modelMatcher
 	steps  *sigmoidSteps
 }
@@ -24,7 +25,7 @@ type fragEntry struct {
 }
 
 func newFragViews() *fragViews {
-	return &fragViews{byNode: map[string]*fragEntry{}, models: newModelMatcher(), steps: newSigmoidSteps()}
+	return &fragViews{byNode: map[string]*fragEntry{}, models: newModelMatcher(), steps: newSigmoidSteps(), supply: newModelSupply()}
 }
 
 // get returns node's view and fragmentation under d, computing them when node or d changed.
@@ -39,6 +40,7 @@ func (v *fragViews) get(node *cache.NodeInfo, d *Distribution) *fragEntry {
 	e = &fragEntry{dist: d, view: view, base: view.frag(d, view.free, view.cpu)}
 	v.mu.Lock()
 	v.byNode[node.Name] = e
+	v.supply.set(node)
 	v.mu.Unlock()
 	return e
 }
@@ -52,4 +54,12 @@ func (v *fragViews) forget(keep map[string]bool) {
 			delete(v.byNode, name)
 		}
 	}
+}
+
+// pressure is the model pressure of d's constrained groups under the current supply (see
+// modelSupply.pressure).
+func (v *fragViews) pressure(d *Distribution) []float64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.supply.pressure(d, v.models)
 }

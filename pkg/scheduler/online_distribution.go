@@ -26,22 +26,29 @@ type onlineDistribution struct {
 	inc    float64 // weight of the next observation: decay is applied by growing it
 	seen   int
 	grow   float64 // per-observation growth of inc, 2^(1/half-life)
+	// memSum and unitSum are the decayed memory and GPU units of the GPU pods seen.
+	memSum, unitSum float64
 
-	current atomic.Pointer[Distribution]
+	current  atomic.Pointer[Distribution]
+	coverage float64
 }
 
 func newOnlineDistribution(halfLife float64) *onlineDistribution {
-	o := &onlineDistribution{counts: map[TaskShape]float64{}, inc: 1, grow: math.Exp2(1 / halfLife)}
+	o := &onlineDistribution{counts: map[TaskShape]float64{}, inc: 1, grow: math.Exp2(1 / halfLife), coverage: DefaultCoverage}
 	o.current.Store(&Distribution{})
 	return o
 }
 
-// observe counts one pod of shape s.
-func (o *onlineDistribution) observe(s TaskShape) {
+// observe counts one pod of shape s asking mem bytes of memory.
+func (o *onlineDistribution) observe(s TaskShape, mem int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.inc *= o.grow
 	o.counts[s] += o.inc
+	if s.GPUs > 0 {
+		o.memSum += o.inc * float64(mem)
+		o.unitSum += o.inc * float64(s.PerGPU) * float64(s.GPUs)
+	}
 	if o.inc > 1e12 {
 		o.rescaleLocked()
 	}
@@ -50,7 +57,7 @@ func (o *onlineDistribution) observe(s TaskShape) {
 	}
 	o.seen++
 	if o.seen <= learnRefresh || o.seen%learnRefresh == 0 {
-		o.current.Store(TypicalDistribution(o.counts, DefaultCoverage))
+		o.publishLocked()
 	}
 }
 
@@ -62,7 +69,17 @@ func (o *onlineDistribution) reset(counts map[TaskShape]float64) {
 	for _, c := range counts {
 		o.seen += int(c)
 	}
-	o.current.Store(TypicalDistribution(o.counts, DefaultCoverage))
+	o.memSum, o.unitSum = 0, 0
+	o.publishLocked()
+}
+
+// publishLocked recomputes the typical set readers see. Caller holds o.mu.
+func (o *onlineDistribution) publishLocked() {
+	d := TypicalDistribution(o.counts, o.coverage)
+	if o.unitSum > 0 {
+		d.memPerUnit = o.memSum / o.unitSum
+	}
+	o.current.Store(d)
 }
 
 // rescaleLocked divides all weights by inc. Caller holds o.mu.
@@ -70,6 +87,7 @@ func (o *onlineDistribution) rescaleLocked() {
 	for s := range o.counts {
 		o.counts[s] /= o.inc
 	}
+	o.memSum, o.unitSum = o.memSum/o.inc, o.unitSum/o.inc
 	o.inc = 1
 }
 

@@ -30,7 +30,7 @@ func TestOnlineDistribution(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := newOnlineDistribution(tt.halfLife)
 			for _, s := range tt.seen {
-				o.observe(s)
+				o.observe(s, 0)
 			}
 			got := o.current.Load().Types()
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreUnexported(TaskType{}), cmpopts.EquateEmpty()); diff != "" {
@@ -43,7 +43,7 @@ func TestOnlineDistribution(t *testing.T) {
 func TestOnlineDistributionIsBounded(t *testing.T) {
 	o := newOnlineDistribution(learnHalfLife)
 	for i := range learnMaxShapes + 100 {
-		o.observe(TaskShape{MilliCPU: int64(100 + i), GPUs: 1, PerGPU: 100})
+		o.observe(TaskShape{MilliCPU: int64(100 + i), GPUs: 1, PerGPU: 100}, 0)
 	}
 	if got := len(o.counts); got != learnMaxShapes {
 		t.Errorf("remembered %d shapes, want at most %d", got, learnMaxShapes)

@@ -38,8 +38,21 @@ func NewPolicies() Policies {
 		"random":     func() Policy { return newRandom(1) },
 		"fgd":        func() Policy { return newFGD() },
 		"fgd-online": func() Policy { return newFGDOnline("fgd-online", tieNone, 1) },
-		"x-card":     func() Policy { p := newFGDOnline("x-card", tieNone, 1); p.cardFit = true; return p },
-		"x-exact":    func() Policy { p := newFGDOnline("x-exact", tieNone, 1); p.exactTie = true; return p },
+		"x-c1": func() Policy {
+			p := newFGDOnline("x-c1", tieNone, 1)
+			p.reserve = 2
+			p.withMem = true
+			p.temp = 700
+			return p
+		},
+		"x-c2": func() Policy { p := newFGDOnline("x-c2", tieNone, 1); p.reserve = 2; p.withMem = true; return p },
+		"x-c3": func() Policy {
+			p := newFGDOnline("x-c3", tieNone, 1)
+			p.reserve = 2
+			p.temp = 700
+			p.cardFit = true
+			return p
+		},
 	}
 }
 
