@@ -114,3 +114,13 @@ func tieAllocated(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) fl
 	}
 	return float64(node.UsedUnits()+add) / float64(t)
 }
+
+// tieBigNodes prefers nodes with more cards (0..1).
+func tieBigNodes(node *cache.NodeInfo, _ *Plan, _ *contract.PodRequest) float64 {
+	return min(1, float64(len(node.GPUs))/16)
+}
+
+// tieSmallNodes prefers nodes with fewer cards (0..1).
+func tieSmallNodes(node *cache.NodeInfo, _ *Plan, _ *contract.PodRequest) float64 {
+	return 1 - min(1, float64(len(node.GPUs))/16)
+}

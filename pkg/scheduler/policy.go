@@ -38,22 +38,15 @@ func NewPolicies() Policies {
 		"random":     func() Policy { return newRandom(1) },
 		"fgd":        func() Policy { return newFGD() },
 		"fgd-online": func() Policy { return newFGDOnline("fgd-online", tieNone, 1) },
-		"x-c1": func() Policy {
-			p := newFGDOnline("x-c1", tieNone, 1)
-			p.reserve = 2
-			p.withMem = true
-			p.temp = 700
-			return p
-		},
-		"x-c2": func() Policy { p := newFGDOnline("x-c2", tieNone, 1); p.reserve = 2; p.withMem = true; return p },
-		"x-c3": func() Policy {
-			p := newFGDOnline("x-c3", tieNone, 1)
-			p.reserve = 2
-			p.temp = 700
-			p.cardFit = true
-			return p
-		},
+		"x-big":      func() Policy { return variant("x-big", tieBigNodes) },
+		"x-small":    func() Policy { return variant("x-small", tieSmallNodes) },
 	}
+}
+
+func variant(name string, tie func(*cache.NodeInfo, *Plan, *contract.PodRequest) float64) Policy {
+	p := newFGDOnline(name, tie, 1)
+	p.reserve = 2
+	return p
 }
 
 // New builds the named policy.

@@ -27,6 +27,8 @@ type Config struct {
 	Seeds []int
 	// JSON prints one JSON object per policy instead of a table.
 	JSON bool
+	// Markdown prints a Markdown table with the paper's figures instead.
+	Markdown bool
 	// CurveFile and PlotFile, when set, receive the curves as CSV and PNG.
 	CurveFile, PlotFile string
 	// Parallel is how many runs go at once.
@@ -53,6 +55,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet, policies scheduler.Policies) {
 		return err
 	})
 	fs.BoolVar(&c.JSON, "json", c.JSON, "print one JSON object per policy")
+	fs.BoolVar(&c.Markdown, "markdown", c.Markdown, "print a Markdown table with the paper's FGD figure")
 	fs.StringVar(&c.CurveFile, "curve", c.CurveFile, "write the allocation curves (arrived% -> allocated%) as CSV")
 	fs.StringVar(&c.PlotFile, "plot", c.PlotFile, "draw the allocation curves as PNG, one line per policy")
 	fs.IntVar(&c.Parallel, "parallel", c.Parallel, "runs at once")

@@ -25,7 +25,7 @@ func Main(cfg *Config, policies scheduler.Policies, w io.Writer) error {
 		}
 		sums = append(sums, Summarise(name, cfg.TraceName(), cfg.Seeds, results))
 	}
-	if err := writeReport(w, cfg.JSON, sums); err != nil {
+	if err := writeReport(w, cfg, sums); err != nil {
 		return err
 	}
 	if cfg.CurveFile != "" {
@@ -103,8 +103,11 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-func writeReport(w io.Writer, asJSON bool, sums []*Summary) error {
-	if !asJSON {
+func writeReport(w io.Writer, cfg *Config, sums []*Summary) error {
+	switch {
+	case cfg.Markdown:
+		return WriteMarkdown(w, sums)
+	case !cfg.JSON:
 		return WriteTable(w, sums)
 	}
 	enc := json.NewEncoder(w)
