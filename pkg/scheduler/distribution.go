@@ -53,8 +53,6 @@ type Distribution struct {
 	cpuOnly float64 // total weight of types without GPUs
 	// cpuPerUnit is the CPU the GPU task types ask per unit of GPU, weighted by popularity.
 	cpuPerUnit float64
-	// memPerUnit is the memory (bytes) GPU pods ask per unit of GPU; 0 when unknown.
-	memPerUnit float64
 }
 
 // typeGroup is the task types sharing a card shape.

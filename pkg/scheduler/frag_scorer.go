@@ -91,27 +91,20 @@ func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, charge func(g i
 }
 
 // strandDelta is the change (milli-GPU) in GPU capacity expected to be stranded by lack of CPU
-// or memory when the pod takes units GPU units and its CPU and memory from the node: the idle
-// units beyond what the free CPU (memory) can serve at the distribution's CPU (memory) per unit.
-func (s *fragScorer) strandDelta(units int64, withMem bool) float64 {
+// when the pod takes units GPU units and its CPU from the node: the idle units beyond what the
+// free CPU can serve at the distribution's CPU per unit.
+func (s *fragScorer) strandDelta(units int64) float64 {
+	k := s.dist.cpuPerUnit
+	if k <= 0 {
+		return 0
+	}
 	var idle int64
 	for _, f := range s.view.free {
 		idle += f
 	}
-	before := s.stranded(float64(idle), s.view.cpu, s.view.mem, withMem)
-	after := s.stranded(float64(idle-units), s.view.cpu-s.res.MilliCPU, s.view.mem-s.res.Memory, withMem)
+	before := max(0, float64(idle)-float64(s.view.cpu)/k)
+	after := max(0, float64(idle-units)-float64(s.view.cpu-s.res.MilliCPU)/k)
 	return (after - before) * s.view.milliPerUnit
-}
-
-func (s *fragScorer) stranded(idle float64, cpu, mem int64, withMem bool) float64 {
-	out := 0.0
-	if k := s.dist.cpuPerUnit; k > 0 {
-		out = max(out, idle-float64(cpu)/k)
-	}
-	if k := s.dist.memPerUnit; withMem && k > 0 {
-		out = max(out, idle-float64(mem)/k)
-	}
-	return out
 }
 
 // reservation is the pressure of the model-constrained task types that can use the current

@@ -11,7 +11,6 @@ type fragView struct {
 	node  *cache.NodeInfo
 	free  []int64
 	cpu   int64
-	mem   int64
 	masks []uint64
 	// milliPerUnit converts units to milli-GPU, FGD's scale (1000 units = one card).
 	milliPerUnit float64
@@ -20,7 +19,7 @@ type fragView struct {
 // newFragView prepares node for d.
 func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *fragView {
 	v := &fragView{node: node, free: make([]int64, len(node.GPUs)), masks: make([]uint64, len(d.groups)),
-		cpu: node.AllocatableMilliCPU - node.RequestedMilliCPU, mem: node.AllocatableMemory - node.RequestedMemory, milliPerUnit: 1}
+		cpu: node.AllocatableMilliCPU - node.RequestedMilliCPU, milliPerUnit: 1}
 	var capMax int64
 	for g := range node.GPUs {
 		if node.GPUs[g].Healthy {

@@ -26,29 +26,22 @@ type onlineDistribution struct {
 	inc    float64 // weight of the next observation: decay is applied by growing it
 	seen   int
 	grow   float64 // per-observation growth of inc, 2^(1/half-life)
-	// memSum and unitSum are the decayed memory and GPU units of the GPU pods seen.
-	memSum, unitSum float64
 
-	current  atomic.Pointer[Distribution]
-	coverage float64
+	current atomic.Pointer[Distribution]
 }
 
 func newOnlineDistribution(halfLife float64) *onlineDistribution {
-	o := &onlineDistribution{counts: map[TaskShape]float64{}, inc: 1, grow: math.Exp2(1 / halfLife), coverage: DefaultCoverage}
+	o := &onlineDistribution{counts: map[TaskShape]float64{}, inc: 1, grow: math.Exp2(1 / halfLife)}
 	o.current.Store(&Distribution{})
 	return o
 }
 
-// observe counts one pod of shape s asking mem bytes of memory.
-func (o *onlineDistribution) observe(s TaskShape, mem int64) {
+// observe counts one pod of shape s.
+func (o *onlineDistribution) observe(s TaskShape) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.inc *= o.grow
 	o.counts[s] += o.inc
-	if s.GPUs > 0 {
-		o.memSum += o.inc * float64(mem)
-		o.unitSum += o.inc * float64(s.PerGPU) * float64(s.GPUs)
-	}
 	if o.inc > 1e12 {
 		o.rescaleLocked()
 	}
@@ -69,17 +62,12 @@ func (o *onlineDistribution) reset(counts map[TaskShape]float64) {
 	for _, c := range counts {
 		o.seen += int(c)
 	}
-	o.memSum, o.unitSum = 0, 0
 	o.publishLocked()
 }
 
 // publishLocked recomputes the typical set readers see. Caller holds o.mu.
 func (o *onlineDistribution) publishLocked() {
-	d := TypicalDistribution(o.counts, o.coverage)
-	if o.unitSum > 0 {
-		d.memPerUnit = o.memSum / o.unitSum
-	}
-	o.current.Store(d)
+	o.current.Store(TypicalDistribution(o.counts, DefaultCoverage))
 }
 
 // rescaleLocked divides all weights by inc. Caller holds o.mu.
@@ -87,7 +75,6 @@ func (o *onlineDistribution) rescaleLocked() {
 	for s := range o.counts {
 		o.counts[s] /= o.inc
 	}
-	o.memSum, o.unitSum = o.memSum/o.inc, o.unitSum/o.inc
 	o.inc = 1
 }
 

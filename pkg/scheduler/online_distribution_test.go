@@ -30,7 +30,7 @@ func TestOnlineDistribution(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := newOnlineDistribution(tt.halfLife)
 			for _, s := range tt.seen {
-				o.observe(s, 0)
+				o.observe(s)
 			}
 			got := o.current.Load().Types()
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreUnexported(TaskType{}), cmpopts.EquateEmpty()); diff != "" {
@@ -43,7 +43,7 @@ func TestOnlineDistribution(t *testing.T) {
 func TestOnlineDistributionIsBounded(t *testing.T) {
 	o := newOnlineDistribution(learnHalfLife)
 	for i := range learnMaxShapes + 100 {
-		o.observe(TaskShape{MilliCPU: int64(100 + i), GPUs: 1, PerGPU: 100}, 0)
+		o.observe(TaskShape{MilliCPU: int64(100 + i), GPUs: 1, PerGPU: 100})
 	}
 	if got := len(o.counts); got != learnMaxShapes {
 		t.Errorf("remembered %d shapes, want at most %d", got, learnMaxShapes)
@@ -56,7 +56,7 @@ func TestFGDOnlineRebuild(t *testing.T) {
 		{Name: "a", MilliCPU: 4000, Units: 700, Allocation: contract.Allocation{"0": {1: 700}}},
 		{Name: "b", MilliCPU: 0, Units: 2000, Allocation: contract.Allocation{"0": {2: 1000, 3: 1000}}},
 	}
-	p := newFGDOnline("fgd-online", tieNone, 1)
+	p := newFGDOnline()
 	p.Rebuild([]*cache.NodeInfo{node})
 	want := []TaskType{
 		{TaskShape: TaskShape{MilliCPU: 4000, GPUs: 1, PerGPU: 700}, Weight: 0.5},

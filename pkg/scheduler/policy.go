@@ -37,16 +37,8 @@ func NewPolicies() Policies {
 		"spread":     func() Policy { return spread{} },
 		"random":     func() Policy { return newRandom(1) },
 		"fgd":        func() Policy { return newFGD() },
-		"fgd-online": func() Policy { return newFGDOnline("fgd-online", tieNone, 1) },
-		"x-big":      func() Policy { return variant("x-big", tieBigNodes) },
-		"x-small":    func() Policy { return variant("x-small", tieSmallNodes) },
+		"fgd-online": func() Policy { return newFGDOnline() },
 	}
-}
-
-func variant(name string, tie func(*cache.NodeInfo, *Plan, *contract.PodRequest) float64) Policy {
-	p := newFGDOnline(name, tie, 1)
-	p.reserve = 2
-	return p
 }
 
 // New builds the named policy.
