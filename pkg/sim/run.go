@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"fmt"
+	"errors"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -110,4 +110,4 @@ func podFits(n *cache.NodeInfo, res scheduler.PodResources) bool {
 
 // errNotPlaced is returned when the cache refuses the chosen placement, which means the
 // simulator and the cache disagree.
-var errNotPlaced = fmt.Errorf("cache refused the placement")
+var errNotPlaced = errors.New("cache refused the placement")
