@@ -9,9 +9,9 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
-// benchCluster is n nodes like openb's (8-card G2 with 96 CPUs and 2-card T4 with 104), part
+// openbLikeCluster is n nodes like openb's (8-card G2 with 96 CPUs and 2-card T4 with 104), part
 // used at random, and the requests of an openb-like workload.
-func benchCluster(n int, rng *rand.Rand) []*cache.NodeInfo {
+func openbLikeCluster(n int, rng *rand.Rand) []*cache.NodeInfo {
 	nodes := make([]*cache.NodeInfo, n)
 	for i := range nodes {
 		cards, model, cpu := 8, "G2", int64(96000)
@@ -29,7 +29,7 @@ func benchCluster(n int, rng *rand.Rand) []*cache.NodeInfo {
 	return nodes
 }
 
-func benchRequests() []struct {
+func openbLikeRequests() []struct {
 	req contract.PodRequest
 	res PodResources
 } {
@@ -59,8 +59,8 @@ func benchRequests() []struct {
 // node changes per bind; "cold" starts each decision with an empty memo.
 func BenchmarkDecision(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	nodes := benchCluster(5000, rng)
-	reqs := benchRequests()
+	nodes := openbLikeCluster(5000, rng)
+	reqs := openbLikeRequests()
 	for _, name := range []string{"binpack", "fgd", DefaultPolicy} {
 		for _, warm := range []bool{true, false} {
 			b.Run(fmt.Sprintf("%s/nodes=5000/warm=%v", name, warm), func(b *testing.B) {
