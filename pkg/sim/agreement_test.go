@@ -99,7 +99,7 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 func feasible(c cache.Cache, p *placer, req *contract.PodRequest, res scheduler.PodResources) []string {
 	var out []string
 	for i, n := range c.Lookup(p.names) {
-		if _, ok := planFor(n, req, scheduler.ForPod(p.policy, res)); ok && podFits(n, res) {
+		if planFor(n, req, scheduler.ForPod(p.policy, res), &scheduler.Plan{}) && podFits(n, res) {
 			out = append(out, p.names[i])
 		}
 	}

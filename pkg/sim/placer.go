@@ -65,28 +65,26 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 // choose is the best feasible node for the pod under the tie rule.
 func (p *placer) choose(nodes []*cache.NodeInfo, req *contract.PodRequest, res scheduler.PodResources) (choice, bool) {
 	policy := scheduler.ForPod(p.policy, res)
-	best := choice{node: -1}
+	best, scratch := choice{node: -1, plan: &scheduler.Plan{}}, &scheduler.Plan{}
 	for i, n := range nodes {
-		if n == nil || !podFits(n, res) {
+		if n == nil || !podFits(n, res) || !planFor(n, req, policy, scratch) {
 			continue
 		}
-		plan, ok := planFor(n, req, policy)
-		if !ok {
-			continue
-		}
-		s := policy.ScoreNode(n, plan, req)
+		s := policy.ScoreNode(n, scratch, req)
 		if best.node < 0 || s > best.score || (s == best.score && p.rank[i] < p.rank[best.node]) {
-			best = choice{node: i, plan: plan, score: s}
+			best.plan, scratch = scratch, best.plan // keep the plan by pointer: it may hold its slot inline
+			best.node, best.score = i, s
 		}
 	}
 	return best, best.node >= 0
 }
 
-// planFor is the extender's filter and card choice; a pod without gpu-mem fits any node
-// (kube-scheduler does not ask the extender about it) with an empty plan.
-func planFor(n *cache.NodeInfo, req *contract.PodRequest, policy scheduler.Policy) (*scheduler.Plan, bool) {
+// planFor is the extender's filter and card choice, written into plan; a pod without gpu-mem
+// fits any node (kube-scheduler does not ask the extender about it) with an empty plan.
+func planFor(n *cache.NodeInfo, req *contract.PodRequest, policy scheduler.Policy, plan *scheduler.Plan) bool {
 	if req.Empty() {
-		return &scheduler.Plan{}, true
+		plan.Slots = nil
+		return true
 	}
-	return scheduler.PlanPod(n, req, policy)
+	return scheduler.PlanInto(n, req, policy, plan)
 }

@@ -14,14 +14,14 @@ import (
 	"golang.org/x/image/math/fixed"
 )
 
-// Plot geometry: a 100..130 % arrived window would hide the shape, so the plot shows the
-// allocation curve over arrived 0..130 % with the ideal diagonal, y from plotYMin to 100 %.
+// Plot geometry: the allocation curve over arrived plotXMin..plotXMax % with the ideal diagonal,
+// y from plotYMin to plotYMax % (below, every policy follows the diagonal).
 const (
 	plotW, plotH        = 720, 460
 	plotLeft, plotRight = 60, 170
 	plotTop, plotBottom = 30, 50
-	plotXMax            = 130.0
-	plotYMin, plotYMax  = 60.0, 100.0
+	plotXMin, plotXMax  = 60.0, 130.0
+	plotYMin, plotYMax  = 75.0, 100.0
 )
 
 // plotColors are the lines' colours, in policy order.
@@ -34,7 +34,7 @@ func plotColors() []color.RGBA {
 type canvas struct{ img *image.RGBA }
 
 func (c canvas) x(arrived float64) float64 {
-	return plotLeft + arrived/plotXMax*float64(plotW-plotLeft-plotRight)
+	return plotLeft + (arrived-plotXMin)/(plotXMax-plotXMin)*float64(plotW-plotLeft-plotRight)
 }
 
 func (c canvas) y(alloc float64) float64 {
@@ -46,7 +46,7 @@ func Plot(w io.Writer, sums []*Summary) error {
 	c := canvas{img: image.NewRGBA(image.Rect(0, 0, plotW, plotH))}
 	draw.Draw(c.img, c.img.Bounds(), image.White, image.Point{}, draw.Src)
 	c.axes()
-	c.line(0, 0, 100, 100, color.RGBA{0xbb, 0xbb, 0xbb, 255}) // ideal
+	c.line(plotYMin, plotYMin, plotYMax, plotYMax, color.RGBA{0xbb, 0xbb, 0xbb, 255}) // ideal
 	for i, s := range sums {
 		col := plotColors()[i%len(plotColors())]
 		c.curve(s.Curve(), col)
@@ -67,16 +67,16 @@ func Plot(w io.Writer, sums []*Summary) error {
 // axes draws the frame, grid and tick labels.
 func (c canvas) axes() {
 	grid, ink := color.RGBA{0xee, 0xee, 0xee, 255}, color.RGBA{0x33, 0x33, 0x33, 255}
-	for a := 0.0; a <= plotXMax; a += 10 {
+	for a := plotXMin; a <= plotXMax; a += 10 {
 		c.line(a, plotYMin, a, plotYMax, grid)
 		c.text(int(c.x(a))-8, plotH-plotBottom+16, fmt.Sprint(a), ink)
 	}
 	for v := plotYMin; v <= plotYMax; v += 5 {
-		c.line(0, v, plotXMax, v, grid)
+		c.line(plotXMin, v, plotXMax, v, grid)
 		c.text(plotLeft-28, int(c.y(v))+4, fmt.Sprint(v), ink)
 	}
-	c.line(0, plotYMin, plotXMax, plotYMin, ink)
-	c.line(0, plotYMin, 0, plotYMax, ink)
+	c.line(plotXMin, plotYMin, plotXMax, plotYMin, ink)
+	c.line(plotXMin, plotYMin, plotXMin, plotYMax, ink)
 	c.text(plotLeft+(plotW-plotLeft-plotRight)/2-40, plotH-12, "arrived GPU request, % of capacity", ink)
 }
 
@@ -84,7 +84,7 @@ func (c canvas) axes() {
 func (c canvas) curve(pts []Stat, col color.RGBA) {
 	for a := 1; a < len(pts); a++ {
 		y0, y1 := pts[a-1].Mean, pts[a].Mean
-		if math.IsNaN(y0) || math.IsNaN(y1) || y0 < plotYMin || y1 < plotYMin {
+		if math.IsNaN(y0) || math.IsNaN(y1) || y0 < plotYMin || y1 < plotYMin || float64(a-1) < plotXMin {
 			continue
 		}
 		c.thick(float64(a-1), y0, float64(a), y1, col)
