@@ -45,17 +45,6 @@ func (v *fragViews) get(node *cache.NodeInfo, d *Distribution) *fragEntry {
 	return e
 }
 
-// forget drops the entries of nodes not in keep (called rarely, to bound memory when nodes go).
-func (v *fragViews) forget(keep map[string]bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for name := range v.byNode {
-		if !keep[name] {
-			delete(v.byNode, name)
-		}
-	}
-}
-
 // pressure is the model pressure of d's constrained groups under the current supply (see
 // modelSupply.pressure).
 func (v *fragViews) pressure(d *Distribution) []float64 {
