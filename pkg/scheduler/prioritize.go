@@ -12,9 +12,10 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
-// Prioritize scores the candidate nodes with the policy, scaled so the best node gets
-// MaxExtenderPriority and the worst 0. Nodes where the pod does not fit, and every node for a
-// pod that asks no gpu-mem, get 0.
+// Prioritize scores the candidate nodes with the policy. The node(s) with the policy's best
+// score get MaxExtenderPriority, alone, so that the extender's coarse 0..10 range never ties
+// them with a slightly worse node; the others are scaled to 0..MaxExtenderPriority-1. Nodes
+// where the pod does not fit, and every node for a pod that asks no gpu-mem, get 0.
 func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	if args.Pod == nil {
 		return nil, fmt.Errorf("prioritize: request has no pod")
@@ -57,10 +58,13 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	return out, nil
 }
 
-// scale maps v in [lo, hi] to 0..MaxExtenderPriority; all equal scores get the maximum.
+// scale maps the best score hi to MaxExtenderPriority and the rest of [lo, hi) to
+// 0..MaxExtenderPriority-1.
 func scale(v, lo, hi float64) int64 {
-	if hi-lo < 1e-12 {
+	const eps = 1e-12
+	if v >= hi-eps {
 		return extenderv1.MaxExtenderPriority
 	}
-	return int64(math.Round((v - lo) / (hi - lo) * float64(extenderv1.MaxExtenderPriority)))
+	top := float64(extenderv1.MaxExtenderPriority - 1)
+	return min(int64(top), int64(math.Round((v-lo)/(hi-lo)*top)))
 }

@@ -53,3 +53,24 @@ func TestPrioritize(t *testing.T) {
 		})
 	}
 }
+
+// TestPrioritizeBestNodeStandsAlone: nodes a hair worse than the best do not tie with it in the
+// extender's coarse 0..10 range.
+func TestPrioritizeBestNodeStandsAlone(t *testing.T) {
+	nodes := []*v1.Node{st.MakeNode("x").GPUs(16, 16).Obj(), st.MakeNode("y").GPUs(16, 16).Obj(), st.MakeNode("z").GPUs(16, 16).Obj()}
+	bound := []*v1.Pod{
+		st.MakePod().Name("x0").GPUMem(8).Node("x").Placement(`{"0":{"0":8}}`).Obj(),
+		st.MakePod().Name("y0").GPUMem(8).Node("y").Placement(`{"0":{"0":8}}`).Obj(),
+		st.MakePod().Name("y1").GPUMem(1).Node("y").Placement(`{"0":{"1":1}}`).Obj(),
+	}
+	names := []string{"x", "y", "z"}
+	e := newEnv(t, "binpack", nodes, bound...)
+	got, err := e.ext.Prioritize(e.ctx, &extenderv1.ExtenderArgs{Pod: st.MakePod().GPUMem(4).Obj(), NodeNames: &names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := extenderv1.HostPriorityList{{Host: "x", Score: 9}, {Host: "y", Score: 10}, {Host: "z", Score: 0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Prioritize() (-want,+got):\n%s", diff)
+	}
+}
