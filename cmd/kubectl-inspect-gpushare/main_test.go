@@ -114,7 +114,11 @@ func firstPodLists(requests []string) []string {
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	// The go command running this test: on PATH, else in GOROOT (empty under -trimpath).
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
 	out, err := exec.Command(goBin, "build", "-o", filepath.Join(dir, "kubectl-inspect-gpushare"), ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
