@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned real-cluster binaries from the Go module proxy into bin/e2e/$K8S_VERSION/:
-#   kube-apiserver kube-scheduler kubelet kubectl  (k8s.io/kubernetes, module test/e2e)
+#   kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
+#                                                  (k8s.io/kubernetes, module test/e2e)
 #   etcd                                           (go.etcd.io/etcd/server/v3, module hack/tools/etcd)
 #   kwok                                           (sigs.k8s.io/kwok/cmd/kwok)
 # A binary already present is skipped; delete the folder to rebuild.
@@ -12,13 +13,13 @@ BIN=${E2E_BIN:-$ROOT/bin/e2e/$K8S_VERSION}
 mkdir -p "$BIN"
 # One set of flags for every build and test in test/e2e, so that the test compile reuses the
 # cached Kubernetes packages instead of rebuilding them.
-export GOFLAGS="-trimpath $(go env GOFLAGS)"
+export GOFLAGS="-trimpath $(go env GOFLAGS | sed "s/-trimpath//")"
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 log() { printf '[e2e-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 timed() { local t0=$SECONDS; "$@"; log "  done in $((SECONDS - t0)) s"; }
 
 k8s=()
-for c in kube-apiserver kube-scheduler kubelet kubectl; do
+for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
 	[ -x "$BIN/$c" ] || k8s+=("$c")
 done
 if [ ${#k8s[@]} -gt 0 ]; then
@@ -31,7 +32,7 @@ if [ ${#k8s[@]} -gt 0 ]; then
 	if [ ${#pkgs[@]} -eq 1 ]; then out="$BIN/${k8s[0]}"; else out="$BIN/"; fi
 	(cd "$ROOT/test/e2e" && timed go build -ldflags "$ldf" -o "$out" "${pkgs[@]}")
 else
-	log "kube-apiserver kube-scheduler kubelet kubectl: present"
+	log "Kubernetes $K8S_VERSION binaries: present"
 fi
 
 if [ ! -x "$BIN/etcd" ]; then
