@@ -6,3 +6,8 @@ import "strconv"
 func extenderArgs(kubeconfig string, port int) []string {
 	return []string{"--kubeconfig=" + kubeconfig, "--port=" + strconv.Itoa(port)}
 }
+
+// sharePluginArgs are the flags cmd/share-plugin needs for node on a mocked NVML.
+func sharePluginArgs(kubeconfig, node string) []string {
+	return []string{"--kubeconfig=" + kubeconfig, "--node-name=" + node}
+}

@@ -47,7 +47,7 @@ func (c *Cluster) AddGPUNode(ctx context.Context, name string, gpus []contract.G
 	if err := c.SetNodeGPUStatus(ctx, name, gpus); err != nil {
 		return err
 	}
-	if err := c.removeNotReadyTaint(ctx, name); err != nil {
+	if err := c.RemoveNotReadyTaint(ctx, name); err != nil {
 		return err
 	}
 	return c.waitNodeReady(ctx, name)
@@ -75,7 +75,10 @@ func (c *Cluster) SetNodeGPUStatus(ctx context.Context, name string, gpus []cont
 	return nil
 }
 
-func (c *Cluster) removeNotReadyTaint(ctx context.Context, name string) error {
+// RemoveNotReadyTaint removes the node.kubernetes.io/not-ready taint that the TaintNodesByCondition
+// admission puts on every new node (kube-controller-manager's node lifecycle controller, which
+// is not run here, would).
+func (c *Cluster) RemoveNotReadyTaint(ctx context.Context, name string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -249,3 +249,10 @@ func unmountUnder(dir string) {
 		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
 	}
 }
+
+// StartSharePlugin starts share-plugin (built with the fakenvml tag) for node, talking to the
+// kubelet through DevicePluginDir.
+func (c *Cluster) StartSharePlugin(bin, node string) error {
+	_, err := c.start("share-plugin", bin, sharePluginArgs(c.Kubeconfig, node), "NODE_NAME="+node, "KUBECONFIG="+c.Kubeconfig)
+	return err
+}

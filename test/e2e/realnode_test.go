@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/test/e2e/framework"
+)
+
+// TestRealKubelet is the full stack on this machine: a real kubelet with containerd and runc
+// (node "localhost"), share-plugin on a mocked NVML registering gpu-mem with it, our extender
+// and kube-scheduler. Two pods share one card; each container's environment (kubectl logs)
+// must name its own pod's GPU UUID and units.
+func TestRealKubelet(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("\n" + banner + "\nSKIP TestRealKubelet: a real kubelet needs root\n" + banner)
+	}
+	if err := framework.InstallNodeTools(); err != nil {
+		t.Skip("\n" + banner + "\nSKIP TestRealKubelet: containerd/runc/busybox-static unavailable: " + err.Error() + "\n" + banner)
+	}
+	if _, err := os.Stat(framework.DevicePluginDir); err == nil {
+		t.Fatalf("%s exists: another kubelet or device-manager test is running (or left it behind)", framework.DevicePluginDir)
+	}
+	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := filepath.Join(s.work, "pause")
+	if err := goBuild(pause, "./cmd/pause"); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	node, err := e.c.StartRealNode(e.ctx, pause)
+	t.Cleanup(func() { node.Stop(e.ctx) }) // before the control plane stops
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.StartSharePlugin(plugin, framework.RealNodeName); err != nil {
+		t.Fatal(err)
+	}
+	gpus := e.waitRealNodeGPUs(2 * time.Minute)
+	t.Logf("node %s advertises %d GPUs: %+v", framework.RealNodeName, len(gpus), gpus)
+
+	for _, name := range []string{"share-a", "share-b"} {
+		pod := e.gpuPod(name, 3)
+		pod.Spec.HostNetwork = true
+		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": framework.RealNodeName}
+		c := &pod.Spec.Containers[0]
+		c.Image, c.ImagePullPolicy = framework.LocalImage, v1.PullNever
+		c.Command = []string{"sh", "-c", "env | grep -E '^(NVIDIA_VISIBLE_DEVICES|ALIYUN_COM_GPU_MEM_[A-Z]+)=' | sort; sleep 3600"}
+		e.create(pod)
+	}
+	var cards []string
+	for _, name := range []string{"share-a", "share-b"} {
+		pod := e.waitRunning(name, 2*time.Minute)
+		idx, err := strconv.Atoi(pod.Annotations[contract.AnnotationIndex])
+		if err != nil {
+			t.Fatalf("pod %s: GPU index annotation %q: %v", name, pod.Annotations[contract.AnnotationIndex], err)
+		}
+		envs := e.containerEnv(name)
+		t.Logf("pod %s on GPU%d: %v", name, idx, envs)
+		want := map[string]string{
+			contract.EnvVisibleDevices: uuidOf(t, gpus, idx),
+			contract.EnvIndex:          strconv.Itoa(idx),
+			contract.EnvContainer:      "3",
+			contract.EnvPod:            "3",
+			contract.EnvDev:            strconv.FormatInt(unitsOf(t, gpus, idx), 10),
+		}
+		for k, v := range want {
+			if envs[k] != v {
+				t.Errorf("pod %s: %s=%q, want %q", name, k, envs[k], v)
+			}
+		}
+		cards = append(cards, envs[contract.EnvVisibleDevices])
+	}
+	if cards[0] != cards[1] {
+		t.Errorf("the two 3-unit pods got cards %s and %s; binpack should share one", cards[0], cards[1])
+	}
+}
+
+func goBuild(out, pkg string) error {
+	cmd := execCommand("go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return nil
+}
+
+// waitRealNodeGPUs waits until share-plugin has published the node's GPUs and kubelet
+// advertises gpu-mem, then removes the admission's not-ready taint (no CNI: the node stays
+// NotReady, which only matters through that taint).
+func (e *env) waitRealNodeGPUs(timeout time.Duration) []contract.GPU {
+	e.t.Helper()
+	names := contract.DefaultNames()
+	var gpus []contract.GPU
+	err := poll(e.ctx, timeout, func() (bool, error) {
+		n, err := e.c.Client.CoreV1().Nodes().Get(e.ctx, framework.RealNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		q := n.Status.Allocatable[names.Resource]
+		if q.Value() == 0 || n.Annotations[names.NodeGPUsAnnotation] == "" {
+			return false, fmt.Errorf("allocatable %s=%s, annotation %q", names.Resource, q.String(), n.Annotations[names.NodeGPUsAnnotation])
+		}
+		gpus, err = contract.DecodeGPUs(n.Annotations[names.NodeGPUsAnnotation])
+		return err == nil, err
+	})
+	if err != nil {
+		e.t.Fatalf("real node never advertised GPUs: %v", err)
+	}
+	if err := e.c.RemoveNotReadyTaint(e.ctx, framework.RealNodeName); err != nil {
+		e.t.Fatal(err)
+	}
+	return gpus
+}
+
+func (e *env) waitRunning(name string, timeout time.Duration) *v1.Pod {
+	e.t.Helper()
+	pod := &v1.Pod{}
+	err := poll(e.ctx, timeout, func() (bool, error) {
+		p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		return p.Status.Phase == v1.PodRunning, nil
+	})
+	if err != nil {
+		e.t.Fatalf("pod %s not Running (phase %s): %v\nevents:\n%s", name, pod.Status.Phase, err, e.events(name))
+	}
+	return pod
+}
+
+// containerEnv reads the variables the pod printed, through kubectl logs (apiserver → kubelet).
+func (e *env) containerEnv(name string) map[string]string {
+	e.t.Helper()
+	env := map[string]string{}
+	err := poll(e.ctx, 30*time.Second, func() (bool, error) {
+		out, err := e.kubectl("logs", name)
+		if err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+				env[k] = v
+			}
+		}
+		return env[contract.EnvVisibleDevices] != "", fmt.Errorf("logs: %q", out)
+	})
+	if err != nil {
+		e.t.Fatalf("pod %s printed no GPU env: %v", name, err)
+	}
+	return env
+}
+
+func uuidOf(t *testing.T, gpus []contract.GPU, idx int) string {
+	for _, g := range gpus {
+		if g.Index == idx {
+			return g.UUID
+		}
+	}
+	t.Fatalf("no GPU %d on the node", idx)
+	return ""
+}
+
+func unitsOf(t *testing.T, gpus []contract.GPU, idx int) int64 {
+	for _, g := range gpus {
+		if g.Index == idx {
+			return g.Units
+		}
+	}
+	t.Fatalf("no GPU %d on the node", idx)
+	return 0
+}
