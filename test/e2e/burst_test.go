@@ -110,17 +110,17 @@ func TestExtenderRestartMidBurst(t *testing.T) {
 	e.nodes(cards)
 	done := make(chan struct{})
 	go func() { defer close(done); e.createBurst("restart", 0, 100) }()
-	// kill once a part of the first half is bound, so binds are in flight
-	if err := poll(e.ctx, 2*time.Minute, func() (bool, error) {
+	// kill as soon as a part of the first half is bound, so binds are in flight
+	if err := e.pollFast(2*time.Minute, func() (bool, error) {
 		b, _, err := e.countBound()
-		return b >= 40, err
+		return b >= 25, err
 	}); err != nil {
 		t.Fatalf("burst never started binding: %v", err)
 	}
 	e.ext.Proc.Kill()
+	killedAt, _, _ := e.countBound()
 	<-done
-	b, _, _ := e.countBound()
-	t.Logf("killed the extender with %d of 100 pods bound; creating 100 more while it is down", b)
+	t.Logf("killed the extender (SIGKILL) with %d pods bound; creating the rest while it is down", killedAt)
 	e.createBurst("restart", 100, 200)
 	time.Sleep(2 * time.Second) // the scheduler's calls fail meanwhile; pods go back to the queue
 	ext, err := e.c.StartExtender(e.ctx, s.extender, e.ext.Port, e.extArgs...)
@@ -130,4 +130,19 @@ func TestExtenderRestartMidBurst(t *testing.T) {
 	e.ext = ext
 	e.waitAllBound(200, 4*time.Minute)
 	e.checkConsistent(cards)
+}
+
+// pollFast polls every 10 ms, to act while a burst is still being bound.
+func (e *env) pollFast(timeout time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %v (last error: %v)", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
