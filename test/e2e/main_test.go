@@ -48,6 +48,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	// kubectl finds the plugin on PATH (see env.kubectl)
+	if _, err := framework.BuildGpushare(root, work, "kubectl-inspect-gpushare"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	s = suite{root: root, bin: bin, extender: ext, work: work}
 	return m.Run()
 }
