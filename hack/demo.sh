@@ -38,7 +38,20 @@ log "3/4 local cluster"
 export KUBECONFIG PATH="$DIR/bin:$PATH"
 
 log "4/4 sample workload (config/samples/)"
-for f in config/samples/*.yaml; do
+# wait until every pod exists and is bound (the StatefulSet's pods come from its controller)
+wait_bound() {
+	local want=$1
+	for _ in $(seq 1 120); do
+		local pending total
+		pending=$(kubectl get pods -o jsonpath='{range .items[?(@.spec.nodeName=="")]}{.metadata.name}{" "}{end}')
+		total=$(kubectl get pods -o name | wc -l)
+		[ "$total" -ge "$want" ] && [ -z "$pending" ] && return 0
+		sleep 0.5
+	done
+	log "pods still pending: $pending"
+}
+want=0
+for f in config/samples/*.yaml; do   # in order, each bound before the next, so the story is stable
 	if [ "$SCHEDULER_NAME" = default-scheduler ]; then
 		kubectl apply -f "$f" >&2
 	elif grep -q '^kind: Pod$' "$f"; then   # the extender runs in a second scheduler: name it
@@ -46,12 +59,8 @@ for f in config/samples/*.yaml; do
 	else
 		sed "s|^    spec:|    spec:\n      schedulerName: $SCHEDULER_NAME|" "$f" | kubectl apply -f - >&2
 	fi
-done
-for i in $(seq 1 120); do
-	pending=$(kubectl get pods -o jsonpath='{range .items[?(@.spec.nodeName=="")]}{.metadata.name}{" "}{end}')
-	total=$(kubectl get pods -o name | wc -l)
-	[ "$total" -ge 4 ] && [ -z "$pending" ] && break
-	sleep 0.5
+	want=$((want + $(awk '/^kind: Pod$/{n=1} /^  replicas:/{n=$2} END{print n+0}' "$f")))
+	wait_bound "$want"
 done
 kubectl get pods -o wide
 echo

@@ -76,7 +76,7 @@ func start(ctx context.Context, c *framework.Cluster, cfg upConfig) error {
 		if err := c.AddGPUNode(ctx, name, nodes[name]); err != nil {
 			return err
 		}
-		logf("fake GPU node %s (kwok): %d cards", name, len(nodes[name]))
+		logf("fake GPU node %s (kwok): %d x %d GiB %s", name, len(nodes[name]), nodes[name][0].Units, nodes[name][0].Model)
 	}
 	env := fmt.Sprintf("KUBECONFIG=%s\nEXTENDER=%s\nSCHEDULER_NAME=%s\n", c.Kubeconfig, ext.URL(), c.SchedulerName)
 	if err := os.WriteFile(filepath.Join(c.Dir, "env"), []byte(env), 0o644); err != nil {
