@@ -47,7 +47,9 @@ func TestRealKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.StartSharePlugin(plugin, framework.RealNodeName); err != nil {
+	// two mocked 16 GiB cards (go-nvml's dgxa100 mock host, cut down)
+	if err := e.c.StartSharePlugin(plugin, framework.RealNodeName, "--fake-gpus=dgxa100", "--fake-gpu-count=2",
+		"--fake-gpu-memory=16Gi", "--pod-resources-socket="+node.PodResourcesSocket(), "--v=4"); err != nil {
 		t.Fatal(err)
 	}
 	gpus := e.waitRealNodeGPUs(2 * time.Minute)

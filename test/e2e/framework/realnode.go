@@ -250,9 +250,15 @@ func unmountUnder(dir string) {
 	}
 }
 
+// PodResourcesSocket is the kubelet's PodResources API socket (under its --root-dir).
+func (n *RealNode) PodResourcesSocket() string {
+	return filepath.Join(n.kubeletDir, "root", "pod-resources", "kubelet.sock")
+}
+
 // StartSharePlugin starts share-plugin (built with the fakenvml tag) for node, talking to the
-// kubelet through DevicePluginDir.
-func (c *Cluster) StartSharePlugin(bin, node string) error {
-	_, err := c.start("share-plugin", bin, sharePluginArgs(c.Kubeconfig, node), "NODE_NAME="+node, "KUBECONFIG="+c.Kubeconfig)
+// kubelet through DevicePluginDir; extra are more flags (e.g. the mocked GPUs).
+func (c *Cluster) StartSharePlugin(bin, node string, extra ...string) error {
+	args := append(sharePluginArgs(c.Kubeconfig, node), extra...)
+	_, err := c.start("share-plugin", bin, args, "NODE_NAME="+node)
 	return err
 }
