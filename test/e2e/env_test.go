@@ -64,7 +64,7 @@ func newEnv(t *testing.T, extenderFlags ...string) *env {
 }
 
 func dumpLogs(t *testing.T, dir string) {
-	for _, name := range []string{"extender", "kube-scheduler", "kube-controller-manager"} {
+	for _, name := range []string{"extender", "kube-scheduler", "kube-controller-manager", "share-plugin", "kubelet", "containerd"} {
 		p := filepath.Join(dir, name+".log")
 		if _, err := os.Stat(p); err == nil {
 			t.Logf("---- last lines of %s ----\n%s", p, tail(p, 40))

@@ -55,17 +55,22 @@ func TestRealKubelet(t *testing.T) {
 	gpus := e.waitRealNodeGPUs(2 * time.Minute)
 	t.Logf("node %s advertises %d GPUs: %+v", framework.RealNodeName, len(gpus), gpus)
 
-	for _, name := range []string{"share-a", "share-b"} {
-		pod := e.gpuPod(name, 3)
+	// a (3) and b (5) share one card (binpack); c (12) no longer fits there and takes the other
+	units := map[string]int64{"share-a": 3, "share-b": 5, "other-c": 12}
+	for _, name := range []string{"share-a", "share-b", "other-c"} {
+		pod := e.gpuPod(name, units[name])
 		pod.Spec.HostNetwork = true
+		// no kube-root-ca.crt publisher runs, so no service-account volume can be mounted
+		pod.Spec.AutomountServiceAccountToken = new(bool)
 		pod.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": framework.RealNodeName}
 		c := &pod.Spec.Containers[0]
 		c.Image, c.ImagePullPolicy = framework.LocalImage, v1.PullNever
 		c.Command = []string{"sh", "-c", "env | grep -E '^(NVIDIA_VISIBLE_DEVICES|ALIYUN_COM_GPU_MEM_[A-Z]+)=' | sort; sleep 3600"}
 		e.create(pod)
+		e.waitBound(name, time.Minute) // in order, so that binpack's choice is deterministic
 	}
-	var cards []string
-	for _, name := range []string{"share-a", "share-b"} {
+	cards := map[string]string{}
+	for _, name := range []string{"share-a", "share-b", "other-c"} {
 		pod := e.waitRunning(name, 2*time.Minute)
 		idx, err := strconv.Atoi(pod.Annotations[contract.AnnotationIndex])
 		if err != nil {
@@ -73,11 +78,12 @@ func TestRealKubelet(t *testing.T) {
 		}
 		envs := e.containerEnv(name)
 		t.Logf("pod %s on GPU%d: %v", name, idx, envs)
+		u := strconv.FormatInt(units[name], 10)
 		want := map[string]string{
 			contract.EnvVisibleDevices: uuidOf(t, gpus, idx),
 			contract.EnvIndex:          strconv.Itoa(idx),
-			contract.EnvContainer:      "3",
-			contract.EnvPod:            "3",
+			contract.EnvContainer:      u,
+			contract.EnvPod:            u,
 			contract.EnvDev:            strconv.FormatInt(unitsOf(t, gpus, idx), 10),
 		}
 		for k, v := range want {
@@ -85,10 +91,20 @@ func TestRealKubelet(t *testing.T) {
 				t.Errorf("pod %s: %s=%q, want %q", name, k, envs[k], v)
 			}
 		}
-		cards = append(cards, envs[contract.EnvVisibleDevices])
+		cards[name] = envs[contract.EnvVisibleDevices]
 	}
-	if cards[0] != cards[1] {
-		t.Errorf("the two 3-unit pods got cards %s and %s; binpack should share one", cards[0], cards[1])
+	if cards["share-a"] != cards["share-b"] || cards["share-a"] == cards["other-c"] {
+		t.Errorf("cards %v: want share-a and share-b on one card, other-c on the other", cards)
+	}
+	// after Allocate the plugin marks each pod assigned
+	for _, name := range []string{"share-a", "share-b", "other-c"} {
+		err := poll(e.ctx, 30*time.Second, func() (bool, error) {
+			p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, name, metav1.GetOptions{})
+			return err == nil && p.Annotations[contract.AnnotationAssigned] == "true", err
+		})
+		if err != nil {
+			t.Errorf("pod %s never marked %s=true: %v", name, contract.AnnotationAssigned, err)
+		}
 	}
 }
 

@@ -81,7 +81,31 @@ func (c *Cluster) StartRealNode(ctx context.Context, pause string) (*RealNode, e
 	if err := n.importImage(pause); err != nil {
 		return n, err
 	}
-	return n, n.startKubelet()
+	if err := n.startKubelet(); err != nil {
+		return n, err
+	}
+	return n, n.waitKubelet(ctx)
+}
+
+// waitKubelet waits until the kubelet serves its device-plugin registration socket and has
+// registered its Node, as a DaemonSet's plugin would find it.
+func (n *RealNode) waitKubelet(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	err := waitFor(ctx, 200*time.Millisecond, "kubelet registered", func() (bool, error) {
+		if p := n.c.Proc("kubelet"); p != nil && p.Exited() {
+			return false, fmt.Errorf("kubelet exited")
+		}
+		if _, err := os.Stat(filepath.Join(DevicePluginDir, "kubelet.sock")); err != nil {
+			return false, err
+		}
+		_, err := n.c.Client.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("%w\nkubelet log:\n%s", err, tailFile(filepath.Join(n.c.Dir, "kubelet.log"), 30))
+	}
+	return nil
 }
 
 func (n *RealNode) startContainerd(ctx context.Context) error {
@@ -197,7 +221,7 @@ imageGCLowThresholdPercent: 99
 
 // Stop tears the node down in the order that leaves nothing behind: pods deleted (the kubelet
 // stops their containers), kubelet stopped, leftover sandboxes removed, containerd stopped,
-// the kubelet's bind mount of its root undone, the device-plugin folder removed.
+// the kubelet's and containerd's mounts undone, the device-plugin folder removed.
 func (n *RealNode) Stop(ctx context.Context) {
 	cs := n.c.Client
 	if cs != nil {
@@ -220,6 +244,7 @@ func (n *RealNode) Stop(ctx context.Context) {
 		p.Stop(10 * time.Second)
 	}
 	unmountUnder(filepath.Join(n.kubeletDir, "root"))
+	unmountUnder(n.ctrdDir) // the sandboxes' /dev/shm mounts in containerd's state folder
 	_ = os.RemoveAll(DevicePluginDir)
 }
 
