@@ -52,7 +52,10 @@ func TestRealKubelet(t *testing.T) {
 		"--fake-gpu-memory=16Gi", "--pod-resources-socket="+node.PodResourcesSocket(), "--v=4"); err != nil {
 		t.Fatal(err)
 	}
-	gpus := e.waitRealNodeGPUs(2 * time.Minute)
+	gpus, err := e.c.WaitNodeGPUs(e.ctx, framework.RealNodeName, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("real node never advertised GPUs: %v", err)
+	}
 	t.Logf("node %s advertises %d GPUs: %+v", framework.RealNodeName, len(gpus), gpus)
 
 	// a (3) and b (5) share one card (binpack); c (12) no longer fits there and takes the other
@@ -115,34 +118,6 @@ func goBuild(out, pkg string) error {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
 	}
 	return nil
-}
-
-// waitRealNodeGPUs waits until share-plugin has published the node's GPUs and kubelet
-// advertises gpu-mem, then removes the admission's not-ready taint (no CNI: the node stays
-// NotReady, which only matters through that taint).
-func (e *env) waitRealNodeGPUs(timeout time.Duration) []contract.GPU {
-	e.t.Helper()
-	names := contract.DefaultNames()
-	var gpus []contract.GPU
-	err := poll(e.ctx, timeout, func() (bool, error) {
-		n, err := e.c.Client.CoreV1().Nodes().Get(e.ctx, framework.RealNodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		q := n.Status.Allocatable[names.Resource]
-		if q.Value() == 0 || n.Annotations[names.NodeGPUsAnnotation] == "" {
-			return false, fmt.Errorf("allocatable %s=%s, annotation %q", names.Resource, q.String(), n.Annotations[names.NodeGPUsAnnotation])
-		}
-		gpus, err = contract.DecodeGPUs(n.Annotations[names.NodeGPUsAnnotation])
-		return err == nil, err
-	})
-	if err != nil {
-		e.t.Fatalf("real node never advertised GPUs: %v", err)
-	}
-	if err := e.c.RemoveNotReadyTaint(e.ctx, framework.RealNodeName); err != nil {
-		e.t.Fatal(err)
-	}
-	return gpus
 }
 
 func (e *env) waitRunning(name string, timeout time.Duration) *v1.Pod {

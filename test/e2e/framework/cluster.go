@@ -101,7 +101,7 @@ func (c *Cluster) Proc(name string) *Proc {
 // or the apiserver's shutdown hangs ~20 s).
 func (c *Cluster) Stop() {
 	if c.Detach {
-		_ = Down(c.Dir, 10*time.Second, c.Logf)
+		_ = DownDir(context.Background(), c.Dir, c.Logf)
 		return
 	}
 	c.mu.Lock()

@@ -73,9 +73,13 @@ func (p *Proc) Exited() bool {
 	}
 }
 
-// Stop sends SIGTERM, waits up to grace, then SIGKILLs. Only for waited processes.
+// Stop sends SIGTERM, waits up to grace, then SIGKILLs.
 func (p *Proc) Stop(grace time.Duration) {
 	if p.Exited() {
+		return
+	}
+	if p.detached {
+		stopPID(p.pid, grace)
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -166,14 +170,7 @@ func Down(dir string, grace time.Duration, logf func(string, ...any)) error {
 			logf("pid %d (%s) is no longer ours; left alone", e.pid, e.name)
 			continue
 		}
-		_ = syscall.Kill(e.pid, syscall.SIGTERM)
-		deadline := time.Now().Add(grace)
-		for alive(e.pid) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if alive(e.pid) {
-			_ = syscall.Kill(e.pid, syscall.SIGKILL)
-		}
+		stopPID(e.pid, grace)
 		logf("stopped %s (pid %d)", e.name, e.pid)
 	}
 	return os.Remove(filepath.Join(dir, pidsFile))
@@ -204,4 +201,31 @@ func ownedBy(dir string, pid int) bool {
 		return false
 	}
 	return filepath.Clean(cwd) == filepath.Clean(abs)
+}
+
+// stopPID sends SIGTERM, waits up to grace for the process to end, then SIGKILLs it.
+func stopPID(pid int, grace time.Duration) {
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// attachedProcs returns the still-running processes recorded in dir, as detached Procs.
+func attachedProcs(dir string) ([]*Proc, error) {
+	entries, err := readPIDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Proc
+	for _, e := range entries {
+		if alive(e.pid) && ownedBy(dir, e.pid) {
+			out = append(out, &Proc{Name: e.name, LogPath: filepath.Join(dir, e.name+".log"), pid: e.pid, detached: true, done: make(chan struct{})})
+		}
+	}
+	return out, nil
 }

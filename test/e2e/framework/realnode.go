@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // Real-node constants: the kubelet's device-plugin folder is hard-coded in kubelet, so only
@@ -71,8 +73,9 @@ type RealNode struct {
 }
 
 // StartRealNode starts containerd (own root, state and socket under the cluster folder),
-// imports the local image (pause is our cmd/pause binary) and starts the kubelet.
-func (c *Cluster) StartRealNode(ctx context.Context, pause string) (*RealNode, error) {
+// imports the local image (pause is our cmd/pause binary) and starts the kubelet, which
+// registers its node with taints (e.g. "key=value:NoSchedule").
+func (c *Cluster) StartRealNode(ctx context.Context, pause string, taints ...string) (*RealNode, error) {
 	n := &RealNode{c: c, ctrdDir: filepath.Join(c.Dir, "ctrd"), kubeletDir: filepath.Join(c.Dir, "kubelet")}
 	n.socket = filepath.Join(n.ctrdDir, "containerd.sock")
 	if err := n.startContainerd(ctx); err != nil {
@@ -81,7 +84,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, pause string) (*RealNode, e
 	if err := n.importImage(pause); err != nil {
 		return n, err
 	}
-	if err := n.startKubelet(); err != nil {
+	if err := n.startKubelet(taints); err != nil {
 		return n, err
 	}
 	return n, n.waitKubelet(ctx)
@@ -173,7 +176,7 @@ func (n *RealNode) importImage(pause string) error {
 	return n.ctr("images", "import", tarPath)
 }
 
-func (n *RealNode) startKubelet() error {
+func (n *RealNode) startKubelet(taints []string) error {
 	for _, d := range []string{"root", "pki"} {
 		if err := os.MkdirAll(filepath.Join(n.kubeletDir, d), 0o755); err != nil {
 			return err
@@ -211,11 +214,15 @@ imageGCLowThresholdPercent: 99
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	_, err = n.c.start("kubelet", filepath.Join(n.c.Bin, "kubelet"), []string{
+	args := []string{
 		"--config=" + path, "--kubeconfig=" + n.c.Kubeconfig,
 		"--root-dir=" + filepath.Join(n.kubeletDir, "root"), "--cert-dir=" + filepath.Join(n.kubeletDir, "pki"),
 		"--hostname-override=" + RealNodeName, "--v=1",
-	})
+	}
+	if len(taints) > 0 {
+		args = append(args, "--register-with-taints="+strings.Join(taints, ","))
+	}
+	_, err = n.c.start("kubelet", filepath.Join(n.c.Bin, "kubelet"), args)
 	return err
 }
 
@@ -286,4 +293,30 @@ func (c *Cluster) StartSharePlugin(bin, node string, extra ...string) error {
 	args := append(sharePluginArgs(c.Kubeconfig, node), extra...)
 	_, err := c.start("share-plugin", bin, args, "NODE_NAME="+node)
 	return err
+}
+
+// WaitNodeGPUs waits until share-plugin has published node's GPUs and the kubelet advertises
+// gpu-mem, then removes the admission's not-ready taint (without CNI the real node stays
+// NotReady, which only matters through that taint). It returns the published cards.
+func (c *Cluster) WaitNodeGPUs(ctx context.Context, node string, timeout time.Duration) ([]contract.GPU, error) {
+	names := contract.DefaultNames()
+	var gpus []contract.GPU
+	ctx2, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := waitFor(ctx2, 200*time.Millisecond, "GPUs of node "+node, func() (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx2, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		q := n.Status.Allocatable[names.Resource]
+		if q.Value() == 0 || n.Annotations[names.NodeGPUsAnnotation] == "" {
+			return false, fmt.Errorf("allocatable %s=%s, annotation %q", names.Resource, q.String(), n.Annotations[names.NodeGPUsAnnotation])
+		}
+		gpus, err = contract.DecodeGPUs(n.Annotations[names.NodeGPUsAnnotation])
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gpus, c.RemoveNotReadyTaint(ctx, node)
 }

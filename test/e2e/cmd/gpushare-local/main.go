@@ -1,6 +1,7 @@
 // Command gpushare-local starts and stops the demo cluster of `make demo`: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler with the project's extender config,
-// the extender and kwok-managed fake GPU nodes, all on 127.0.0.1 and all left running with
+// the extender and kwok-managed fake GPU nodes (plus, with --share-plugin, a real kubelet node
+// "localhost" with containerd and share-plugin on mocked GPUs), all on 127.0.0.1 and all left running with
 // their PIDs recorded in the cluster folder; `down` stops them by PID.
 //
 //	gpushare-local up   --dir .demo --bin bin/e2e/v1.37.1 --extender .demo/bin/extender
@@ -49,5 +50,5 @@ func down(args []string) error {
 	fs := flag.NewFlagSet("down", flag.ExitOnError)
 	dir := fs.String("dir", ".demo", "cluster folder")
 	_ = fs.Parse(args)
-	return framework.Down(*dir, 10*time.Second, logf)
+	return framework.DownDir(context.Background(), *dir, logf)
 }
