@@ -91,42 +91,14 @@ func TestKubeletDeviceManager(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(framework.DevicePluginDir) })
 	e := newEnv(t)
-	const node = "dm-node"
+	const node, n = "dm-node", 8
 	mock := mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30}
-	host, err := mockhost.New("dgxa100", mock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cards := map[string][]contract.GPU{node: mockCards(t, mock)}
 	e.nodes(cards)
+	kubelet := e.startDeviceManager()
+	e.startPlugin(node, mock, kubelet)
+	e.waitCapacity(kubelet.m, 32)
 
-	logger := klog.Background()
-	m, err := devicemanager.NewManagerImpl(logger, nil, topologymanager.NewFakeManager(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubelet := &admitted{m: m}
-	if err := m.Start(logger, kubelet.active, sourcesReady{}, containermap.NewContainerMap(), sets.New[string]()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Stop(logger) })
-
-	// the plugin registers after Start (Start wipes the folder's sockets)
-	p, err := deviceplugin.New(nvml.New(host), e.c.Client,
-		deviceplugin.WithNodeName(node),
-		deviceplugin.WithKubeletDir(pluginapi.DevicePluginPath),
-		deviceplugin.WithPodResources(kubelet),
-		deviceplugin.WithHealthCheck(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, stop := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(pctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	e.waitCapacity(m, logger, 32)
-
-	const n = 8
 	for i := range n {
 		e.create(e.gpuPod(fmt.Sprintf("eq-%d", i), 4))
 	}
@@ -135,10 +107,75 @@ func TestKubeletDeviceManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	pods, err := e.c.Client.CoreV1().Pods("default").List(e.ctx, metav1.ListOptions{})
+	envs := e.admitShuffled(kubelet)
+	e.waitAllAssigned()
+	after, final, err := e.apiUsage()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before.String() != after.String() {
+		t.Errorf("per-card totals changed\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	for _, pod := range final {
+		idx, _ := strconv.Atoi(pod.Annotations[contract.AnnotationIndex])
+		env := envs[pod.Name]
+		t.Logf("%s: annotation GPU%d, env %s=%s %s=%s", pod.Name, idx,
+			contract.EnvVisibleDevices, env[contract.EnvVisibleDevices], contract.EnvContainer, env[contract.EnvContainer])
+		if want := uuidOf(t, cards[node], idx); env[contract.EnvVisibleDevices] != want {
+			t.Errorf("%s: env names %s, its annotations name GPU%d (%s)", pod.Name, env[contract.EnvVisibleDevices], idx, want)
+		}
+		if env[contract.EnvContainer] != "4" {
+			t.Errorf("%s: %s=%q, want 4", pod.Name, contract.EnvContainer, env[contract.EnvContainer])
+		}
+	}
+	e.checkConsistent(cards)
+}
+
+// startDeviceManager starts the kubelet's device manager on DevicePluginDir.
+func (e *env) startDeviceManager() *admitted {
+	e.t.Helper()
+	logger := klog.Background()
+	m, err := devicemanager.NewManagerImpl(logger, nil, topologymanager.NewFakeManager(logger))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kubelet := &admitted{m: m}
+	if err := m.Start(logger, kubelet.active, sourcesReady{}, containermap.NewContainerMap(), sets.New[string]()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = m.Stop(logger) })
+	return kubelet
+}
+
+// startPlugin runs share-plugin in process on a mock host; it registers with the device
+// manager (after its Start, which wipes the folder's sockets) and reads PodResources from it.
+func (e *env) startPlugin(node string, mock mockhost.Options, kubelet *admitted) {
+	e.t.Helper()
+	host, err := mockhost.New("dgxa100", mock)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := deviceplugin.New(nvml.New(host), e.c.Client,
+		deviceplugin.WithNodeName(node),
+		deviceplugin.WithKubeletDir(pluginapi.DevicePluginPath),
+		deviceplugin.WithPodResources(kubelet),
+		deviceplugin.WithHealthCheck(false))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	e.t.Cleanup(func() { stop(); <-done })
+}
+
+// admitShuffled admits every pod, in a random order, as the kubelet does: add it to the pod
+// list, Allocate its container, read the container's run options. It returns each pod's env.
+func (e *env) admitShuffled(kubelet *admitted) map[string]map[string]string {
+	e.t.Helper()
+	pods, err := e.c.Client.CoreV1().Pods("default").List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
 	}
 	order := rand.Perm(len(pods.Items))
 	envs := map[string]map[string]string{}
@@ -146,22 +183,27 @@ func TestKubeletDeviceManager(t *testing.T) {
 		pod := &pods.Items[i]
 		kubelet.add(pod)
 		c := &pod.Spec.Containers[0]
-		if err := m.Allocate(e.ctx, pod, c, lifecycle.AddOperation); err != nil {
-			t.Fatalf("admit %s: %v", pod.Name, err)
+		if err := kubelet.m.Allocate(e.ctx, pod, c, lifecycle.AddOperation); err != nil {
+			e.t.Fatalf("admit %s: %v", pod.Name, err)
 		}
-		opts, err := m.GetDeviceRunContainerOptions(e.ctx, pod, c)
+		opts, err := kubelet.m.GetDeviceRunContainerOptions(e.ctx, pod, c)
 		if err != nil {
-			t.Fatal(err)
+			e.t.Fatal(err)
 		}
 		envs[pod.Name] = map[string]string{}
 		for _, kv := range opts.Envs {
 			envs[pod.Name][kv.Name] = kv.Value
 		}
 	}
-	t.Logf("admitted in order %v", order)
+	e.t.Logf("admitted in order %v", order)
+	return envs
+}
 
-	// the plugin confirms (or corrects) every handout through PodResources, then marks the pod
-	if err := poll(e.ctx, time.Minute, func() (bool, error) {
+// waitAllAssigned waits until the plugin has confirmed (or corrected) every handout through
+// PodResources and marked every pod assigned.
+func (e *env) waitAllAssigned() {
+	e.t.Helper()
+	err := poll(e.ctx, time.Minute, func() (bool, error) {
 		l, err := e.c.Client.CoreV1().Pods("default").List(e.ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -172,30 +214,10 @@ func TestKubeletDeviceManager(t *testing.T) {
 			}
 		}
 		return true, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	after, final, err := e.apiUsage()
+	})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	if before.String() != after.String() {
-		t.Errorf("per-card totals changed\nbefore:\n%s\nafter:\n%s", before, after)
-	}
-	for _, pod := range final {
-		idx, _ := strconv.Atoi(pod.Annotations[contract.AnnotationIndex])
-		want := uuidOf(t, cards[node], idx)
-		got := envs[pod.Name][contract.EnvVisibleDevices]
-		t.Logf("%s: annotation GPU%d, env %s=%s %s=%s", pod.Name, idx, contract.EnvVisibleDevices, got,
-			contract.EnvContainer, envs[pod.Name][contract.EnvContainer])
-		if got != want {
-			t.Errorf("%s: env names %s, its annotations name GPU%d (%s)", pod.Name, got, idx, want)
-		}
-		if envs[pod.Name][contract.EnvContainer] != "4" {
-			t.Errorf("%s: %s=%q, want 4", pod.Name, contract.EnvContainer, envs[pod.Name][contract.EnvContainer])
-		}
-	}
-	e.checkConsistent(cards)
 }
 
 // mockCards are the cards of a mock host as the plugin publishes them (read from a second
@@ -227,10 +249,10 @@ func mockCards(t *testing.T, o mockhost.Options) []contract.GPU {
 }
 
 // waitCapacity waits until the device manager has the plugin's devices.
-func (e *env) waitCapacity(m *devicemanager.ManagerImpl, logger klog.Logger, units int64) {
+func (e *env) waitCapacity(m *devicemanager.ManagerImpl, units int64) {
 	e.t.Helper()
 	err := poll(e.ctx, time.Minute, func() (bool, error) {
-		capacity, _, _ := m.GetCapacity(logger)
+		capacity, _, _ := m.GetCapacity(klog.Background())
 		q := capacity[contract.DefaultResourceName]
 		return q.Value() == units, fmt.Errorf("capacity %v", capacity)
 	})

@@ -67,40 +67,9 @@ func dumpLogs(t *testing.T, dir string) {
 	for _, name := range []string{"extender", "kube-scheduler", "kube-controller-manager", "share-plugin", "kubelet", "containerd"} {
 		p := filepath.Join(dir, name+".log")
 		if _, err := os.Stat(p); err == nil {
-			t.Logf("---- last lines of %s ----\n%s", p, tail(p, 40))
+			t.Logf("---- last lines of %s ----\n%s", p, framework.TailFile(p, 40))
 		}
 	}
-}
-
-func tail(path string, n int) string {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := splitLines(string(raw))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	out := ""
-	for _, l := range lines {
-		out += l + "\n"
-	}
-	return out
-}
-
-func splitLines(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
 }
 
 // nodes adds GPU nodes: name → cards.

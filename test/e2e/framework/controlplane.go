@@ -141,7 +141,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("readyz: %s", resp.Status)
 	})
 	if err != nil {
-		return fmt.Errorf("%w\nkube-apiserver log:\n%s", err, tailFile(filepath.Join(c.Dir, "kube-apiserver.log"), 20))
+		return fmt.Errorf("%w\nkube-apiserver log:\n%s", err, TailFile(filepath.Join(c.Dir, "kube-apiserver.log"), 20))
 	}
 	return nil
 }

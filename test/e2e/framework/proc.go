@@ -98,9 +98,10 @@ func (p *Proc) Kill() {
 }
 
 // Tail returns the last n lines of the process's log.
-func (p *Proc) Tail(n int) string { return tailFile(p.LogPath, n) }
+func (p *Proc) Tail(n int) string { return TailFile(p.LogPath, n) }
 
-func tailFile(path string, n int) string {
+// TailFile returns the last n lines of a file (a log), or the error reading it.
+func TailFile(path string, n int) string {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

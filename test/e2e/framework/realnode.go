@@ -106,7 +106,7 @@ func (n *RealNode) waitKubelet(ctx context.Context) error {
 		return err == nil, err
 	})
 	if err != nil {
-		return fmt.Errorf("%w\nkubelet log:\n%s", err, tailFile(filepath.Join(n.c.Dir, "kubelet.log"), 30))
+		return fmt.Errorf("%w\nkubelet log:\n%s", err, TailFile(filepath.Join(n.c.Dir, "kubelet.log"), 30))
 	}
 	return nil
 }
