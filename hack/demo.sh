@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# make demo: builds what it needs, starts a local cluster (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler with config/scheduler-config.yaml, the gpushare
+# extender, fake GPU nodes kept Ready by kwok and, as root, a real kubelet node "localhost" with
+# containerd, runc and share-plugin on mocked GPUs), applies config/samples/ and prints where the
+# pods landed. The cluster keeps running; `make demo-down` stops it (by PID).
+# DEMO_REAL_NODE=0 skips the real node.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+DIR=${DEMO_DIR:-$ROOT/.demo}
+export GOFLAGS="-trimpath $(go env GOFLAGS | sed 's/-trimpath//')"
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+log() { printf '[demo %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+T0=$SECONDS
+
+if [ -f "$DIR/pids" ]; then
+	log "a demo cluster is already running in $DIR: stopping it first"
+	"$ROOT/hack/demo-down.sh"
+fi
+rm -rf "$DIR"
+mkdir -p "$DIR/bin"
+
+log "1/4 Kubernetes $(. hack/versions.sh; echo "$K8S_VERSION"), etcd and kwok (built once into bin/e2e/; the first build takes 10-20 min)"
+BIN=$("$ROOT/hack/e2e-bins.sh" | tail -1)
+
+log "2/4 gpushare binaries"
+for c in extender kubectl-inspect-gpushare; do
+	if ls cmd/$c/*.go >/dev/null 2>&1; then
+		go build -o "$DIR/bin/$c" ./cmd/$c
+		log "  built $c"
+	fi
+done
+(cd test/e2e && go build -o "$DIR/bin/gpushare-local" ./cmd/gpushare-local)
+cp "$BIN/kubectl" "$DIR/bin/kubectl"
+REAL=()
+if [ "${DEMO_REAL_NODE:-1}" = 1 ] && [ "$(id -u)" = 0 ] && ls cmd/share-plugin/*.go >/dev/null 2>&1; then
+	if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v busybox >/dev/null; then
+		log "  installing containerd runc busybox-static (apt) for the real node"
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			containerd runc busybox-static) >"$DIR/apt.log" 2>&1 || log "  apt-get failed (see $DIR/apt.log): kwok nodes only"
+	fi
+	if command -v containerd >/dev/null && command -v runc >/dev/null && command -v busybox >/dev/null; then
+		if [ -e /var/lib/kubelet/device-plugins ]; then
+			log "  /var/lib/kubelet/device-plugins exists (another kubelet?): kwok nodes only"
+		else
+			go build -tags fakenvml -o "$DIR/bin/share-plugin" ./cmd/share-plugin
+			(cd test/e2e && CGO_ENABLED=0 go build -o "$DIR/bin/pause" ./cmd/pause)
+			log "  built share-plugin (mocked NVML) and pause: a real kubelet node will join"
+			REAL=(--share-plugin "$DIR/bin/share-plugin" --pause "$DIR/bin/pause")
+		fi
+	fi
+else
+	log "  not root (or DEMO_REAL_NODE=0): kwok nodes only"
+fi
+
+log "3/4 local cluster"
+"$DIR/bin/gpushare-local" up --dir "$DIR" --bin "$BIN" --extender "$DIR/bin/extender" "${REAL[@]}"
+. "$DIR/env"
+export KUBECONFIG PATH="$DIR/bin:$PATH"
+
+log "4/4 sample workload (config/samples/)"
+# wait until every pod exists and is bound (the StatefulSet's pods come from its controller)
+wait_bound() {
+	local want=$1
+	for _ in $(seq 1 120); do
+		local pending total
+		pending=$(kubectl get pods -o jsonpath='{range .items[?(@.spec.nodeName=="")]}{.metadata.name}{" "}{end}')
+		total=$(kubectl get pods -o name | wc -l)
+		[ "$total" -ge "$want" ] && [ -z "$pending" ] && return 0
+		sleep 0.5
+	done
+	log "pods still pending: $pending"
+}
+want=0
+for f in config/samples/*.yaml; do   # in order, each bound before the next, so the story is stable
+	if [ "$SCHEDULER_NAME" = default-scheduler ]; then
+		kubectl apply -f "$f" >&2
+	elif grep -q '^kind: Pod$' "$f"; then   # the extender runs in a second scheduler: name it
+		sed "s|^spec:|spec:\n  schedulerName: $SCHEDULER_NAME|" "$f" | kubectl apply -f - >&2
+	else
+		sed "s|^    spec:|    spec:\n      schedulerName: $SCHEDULER_NAME|" "$f" | kubectl apply -f - >&2
+	fi
+	want=$((want + $(awk '/^kind: Pod$/{n=1} /^  replicas:/{n=$2} END{print n+0}' "$f")))
+	wait_bound "$want"
+done
+if [ ${#REAL[@]} -gt 0 ]; then
+	log "real node: a pod on kubelet + containerd, its env from share-plugin's Allocate"
+	kubectl apply -f hack/demo/real-node-pod.yaml >&2
+	kubectl wait --for=jsonpath='{.status.phase}'=Running pod/real-node-1 --timeout=120s >&2 || true
+	sleep 1
+	echo "\$ kubectl logs real-node-1"
+	kubectl logs real-node-1 || true
+	echo
+fi
+kubectl get pods -o wide
+echo
+kubectl get pods -o custom-columns='POD:.metadata.name,NODE:.spec.nodeName,GPU:.metadata.annotations.ALIYUN_COM_GPU_MEM_IDX,GiB:.metadata.annotations.ALIYUN_COM_GPU_MEM_POD'
+echo
+if [ -x "$DIR/bin/kubectl-inspect-gpushare" ]; then
+	kubectl inspect gpushare
+	echo
+	kubectl inspect gpushare -d
+else
+	echo "(kubectl inspect gpushare is not built yet; the extender's cache instead:)"
+	curl -fsS "$EXTENDER/gpushare-scheduler/inspect"
+	echo
+fi
+cat <<MSG
+
+Demo cluster running ($((SECONDS - T0)) s). Use it with:
+  export KUBECONFIG=$KUBECONFIG PATH=$DIR/bin:\$PATH
+  kubectl get pods -o wide
+  curl $EXTENDER/gpushare-scheduler/inspect
+Logs are in $DIR/*.log. Stop everything with: make demo-down
+MSG

@@ -1,0 +1,27 @@
+# Real-cluster end-to-end tests and the local demo (test/e2e, hack/e2e-bins.sh, hack/demo.sh).
+E2E_TIMEOUT ?= 60m
+E2E_RUN     ?= .
+E2E_FLAGS   ?= -v
+
+TEST_EXTRA += e2e
+
+.PHONY: e2e-bins
+e2e-bins: ## Build pinned kube-apiserver/-scheduler/-controller-manager, kubelet, kubectl, etcd, kwok into bin/e2e/.
+	hack/e2e-bins.sh
+
+.PHONY: e2e
+e2e: e2e-bins ## Real-cluster e2e: etcd + kube-apiserver + kube-scheduler + our extender + kwok GPU nodes.
+	cd test/e2e && GOFLAGS=-trimpath $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(E2E_FLAGS) -run '$(E2E_RUN)' ./...
+
+.PHONY: demo
+demo: ## Start a local GPU-sharing cluster with the samples of config/samples/ (keeps running).
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop everything `make demo` started.
+	hack/demo-down.sh
+
+.PHONY: verify-e2e
+verify-e2e: ## go vet the e2e module.
+	cd test/e2e && GOFLAGS=-trimpath $(GO) vet ./...
+verify: verify-e2e

@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// checkConsistent asserts the invariants after scheduling: every bound gpu-mem pod carries a
+// placement matching its request, no card holds more than its units, and the extender's
+// cache (GET /gpushare-scheduler/inspect) equals the pods' annotations, per card and per pod.
+// The cache is fed by informers, so it gets a few seconds to catch up.
+func (e *env) checkConsistent(cards map[string][]contract.GPU) {
+	e.t.Helper()
+	var last error
+	var api usage
+	var n int
+	err := poll(e.ctx, 15*time.Second, func() (bool, error) {
+		last = e.compareOnce(cards, &api, &n)
+		return last == nil, last
+	})
+	if err != nil {
+		e.t.Fatal(last)
+	}
+	e.t.Logf("%d pods consistent with the extender's cache; usage:\n%s", n, api)
+}
+
+func (e *env) compareOnce(cards map[string][]contract.GPU, apiOut *usage, n *int) error {
+	api, pods, err := e.apiUsage()
+	if err != nil {
+		return err
+	}
+	*apiOut, *n = api, len(pods)
+	if bad := overCapacity(api, cards); len(bad) > 0 {
+		return fmt.Errorf("cards over capacity:\n%v\nusage:\n%s", bad, api)
+	}
+	cache, cachePods, err := e.extenderUsage()
+	if err != nil {
+		return err
+	}
+	if api.String() != cache.String() {
+		return fmt.Errorf("extender cache differs from the pods' annotations (%d pods)\nannotations:\n%s\ncache:\n%s",
+			len(pods), api, cache)
+	}
+	if want, got := strings.Join(apiPlacements(pods), "\n"), strings.Join(cachePods, "\n"); want != got {
+		return fmt.Errorf("extender's pods differ from the API's\nAPI:\n%s\ncache:\n%s", want, got)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ExtenderPrefix is the URL path prefix of the extender's routes.
+const ExtenderPrefix = "/gpushare-scheduler"
+
+// Extender is a running gpushare extender process.
+type Extender struct {
+	Port int
+	Proc *Proc
+}
+
+// Host is host:port of the extender.
+func (e *Extender) Host() string { return "127.0.0.1:" + strconv.Itoa(e.Port) }
+
+// URL is the extender's base URL, e.g. http://127.0.0.1:1234.
+func (e *Extender) URL() string { return "http://" + e.Host() }
+
+// StartExtender starts the extender binary on port (0: a free one) with extra flags and waits
+// for /readyz (its informers have synced).
+func (c *Cluster) StartExtender(ctx context.Context, bin string, port int, extra ...string) (*Extender, error) {
+	if port == 0 {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	}
+	args := append(extenderArgs(c.Kubeconfig, port), extra...)
+	p, err := c.start("extender", bin, args)
+	if err != nil {
+		return nil, err
+	}
+	e := &Extender{Port: port, Proc: p}
+	return e, c.WaitExtenderReady(ctx, e)
+}
+
+// WaitExtenderReady polls /readyz until it answers 200.
+func (c *Cluster) WaitExtenderReady(ctx context.Context, e *Extender) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second}
+	return waitFor(ctx, 100*time.Millisecond, "extender /readyz", func() (bool, error) {
+		if e.Proc.Exited() {
+			return false, fmt.Errorf("extender exited:\n%s", e.Proc.Tail(20))
+		}
+		resp, err := hc.Get(e.URL() + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("readyz: %s", resp.Status)
+	})
+}
+
+// GetJSON GETs url and decodes the JSON answer into out.
+func GetJSON(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("GET %s: decode: %w\n%s", url, err, body)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// fallbackSchedulerConfig is used only while the repository has no config/scheduler-config.yaml.
+const fallbackSchedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+extenders:
+- urlPrefix: http://127.0.0.1:39999/gpushare-scheduler
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  bindVerb: bind
+  preemptVerb: preempt
+  weight: 10
+  enableHTTPS: false
+  nodeCacheCapable: true
+  httpTimeout: 30s
+  ignorable: false
+  managedResources:
+  - name: aliyun.com/gpu-mem
+    ignoredByScheduler: false
+`
+
+// SchedulerConfigPath is the project's scheduler configuration the tests run with.
+func SchedulerConfigPath(root string) string {
+	return filepath.Join(root, "config", "scheduler-config.yaml")
+}
+
+// SchedulerConfig returns the project's KubeSchedulerConfiguration (config/scheduler-config.yaml,
+// or a built-in equivalent while that file does not exist) rewritten for this cluster: our
+// kubeconfig, no leader election, and every extender's urlPrefix pointed at extenderHost
+// (host:port) with its path kept. It also returns the first profile's schedulerName.
+func SchedulerConfig(root, kubeconfig, extenderHost string) ([]byte, string, error) {
+	raw, err := os.ReadFile(SchedulerConfigPath(root))
+	if os.IsNotExist(err) {
+		raw, err = []byte(fallbackSchedulerConfig), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := findSchedulerConfig(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	exts, _ := cfg["extenders"].([]any)
+	if len(exts) == 0 {
+		return nil, "", fmt.Errorf("scheduler config has no extenders")
+	}
+	for _, e := range exts {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, "", fmt.Errorf("scheduler config: extender is %T", e)
+		}
+		prefix, _ := m["urlPrefix"].(string)
+		u, err := url.Parse(prefix)
+		if err != nil {
+			return nil, "", fmt.Errorf("extender urlPrefix %q: %w", prefix, err)
+		}
+		u.Scheme, u.Host = "http", extenderHost
+		m["urlPrefix"] = u.String()
+		m["enableHTTPS"] = false
+	}
+	name := "default-scheduler"
+	if profiles, _ := cfg["profiles"].([]any); len(profiles) > 0 {
+		if p, ok := profiles[0].(map[string]any); ok {
+			if n, ok := p["schedulerName"].(string); ok && n != "" {
+				name = n
+			}
+		}
+	}
+	out, err := yaml.Marshal(cfg)
+	return out, name, err
+}
+
+// findSchedulerConfig returns the KubeSchedulerConfiguration document of a (multi-document) YAML.
+func findSchedulerConfig(raw []byte) (map[string]any, error) {
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			return nil, fmt.Errorf("parse scheduler config: %w", err)
+		}
+		if m["kind"] == "KubeSchedulerConfiguration" {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("no KubeSchedulerConfiguration document")
+}
+
+// StartScheduler starts kube-scheduler with the project's configuration pointed at the extender
+// on extenderHost (host:port).
+func (c *Cluster) StartScheduler(ctx context.Context, extenderHost string) error {
+	cfg, name, err := SchedulerConfig(c.Root, c.Kubeconfig, extenderHost)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(c.Dir, "scheduler-config.yaml")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		return err
+	}
+	c.SchedulerName = name
+	_, err = c.start("kube-scheduler", filepath.Join(c.Bin, "kube-scheduler"),
+		[]string{"--config=" + path, "--secure-port=0", "--v=2"})
+	return err
+}
