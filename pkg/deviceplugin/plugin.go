@@ -74,6 +74,9 @@ func (p *Plugin) Run(ctx context.Context) error {
 	if p.cfg.health {
 		go p.watchHealth(ctx)
 	}
+	if err := p.waitForKubeletDir(ctx); err != nil {
+		return nil // stopped while waiting for kubelet
+	}
 	restart := make(chan string, 1)
 	if err := p.watchKubeletDir(ctx, restart); err != nil {
 		return err

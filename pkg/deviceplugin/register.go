@@ -3,12 +3,14 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
@@ -37,6 +39,28 @@ func (p *Plugin) register(ctx context.Context) error {
 		return fmt.Errorf("register %s with kubelet at %s: %w", p.cfg.names.Resource, p.kubeletSocket(), err)
 	}
 	return nil
+}
+
+// kubeletDirPoll is how often the plugin looks for a kubelet directory that does not exist yet.
+const kubeletDirPoll = time.Second
+
+// waitForKubeletDir returns once the kubelet's device-plugin directory exists (kubelet may
+// start after the plugin), or ctx's error when ctx ends first.
+func (p *Plugin) waitForKubeletDir(ctx context.Context) error {
+	logged := false
+	for {
+		if _, err := os.Stat(p.cfg.kubeletDir); err == nil {
+			return nil
+		} else if !logged {
+			klog.FromContext(ctx).Info("Waiting for kubelet's device-plugin directory", "dir", p.cfg.kubeletDir, "err", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(kubeletDirPoll):
+		}
+	}
 }
 
 // watchKubeletDir reports on restart when kubelet.sock is created again: kubelet restarted,
