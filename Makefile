@@ -24,7 +24,7 @@ cmd-%: ## Build one binary, e.g. make cmd-extender.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/$* ./cmd/$*
 
 .PHONY: test
-test: unit $(TEST_EXTRA) ## The test command: unit tests (race) and every suite in TEST_EXTRA.
+test: verify unit $(TEST_EXTRA) ## The test command: verify, unit tests (race), then every suite in TEST_EXTRA (e2e).
 
 .PHONY: unit
 unit: ## Unit tests with the race detector and coverage.
