@@ -1,7 +1,9 @@
 # gpushare. `make help` lists the targets.
 GO        ?= go
 BIN       ?= bin
-GOFLAGS   ?= -trimpath
+# One set of build flags everywhere (developers, CI, the e2e module): a different set changes
+# every action ID and makes the next build recompile Kubernetes.
+override GOFLAGS := -trimpath -buildvcs=false
 export GOFLAGS
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/gpushare/gpushare/pkg/version.Version=$(VERSION)
