@@ -19,9 +19,10 @@ type cacheImpl struct {
 	names  contract.Names
 	logger klog.Logger
 
-	// mu guards nodes and pods. Snapshots in nodes[*].snap are replaced, never mutated.
+	// mu guards nodes, snaps and pods. Snapshots are replaced, never mutated.
 	mu    sync.RWMutex
 	nodes map[string]*nodeState
+	snaps map[string]*NodeInfo // nodes[n].snap of every listed node, for lookups by name
 	pods  map[types.UID]*podState
 }
 
@@ -51,6 +52,7 @@ func New(names contract.Names, logger klog.Logger) Cache {
 		names:  names,
 		logger: logger,
 		nodes:  map[string]*nodeState{},
+		snaps:  map[string]*NodeInfo{},
 		pods:   map[types.UID]*podState{},
 	}
 }
@@ -79,6 +81,7 @@ func (c *cacheImpl) RemoveNode(name string) {
 		return
 	}
 	ns.seen, ns.gpus, ns.snap = false, nil, nil
+	delete(c.snaps, name)
 	if len(ns.pods) == 0 {
 		delete(c.nodes, name)
 	}
@@ -254,9 +257,7 @@ func (c *cacheImpl) Lookup(names []string) []*NodeInfo {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, name := range names {
-		if ns, ok := c.nodes[name]; ok {
-			out[i] = ns.snap
-		}
+		out[i] = c.snaps[name]
 	}
 	return out
 }
@@ -278,7 +279,9 @@ func (c *cacheImpl) Nodes() []*NodeInfo {
 func (c *cacheImpl) refreshLocked(ns *nodeState) {
 	if !ns.seen {
 		ns.snap = nil
+		delete(c.snaps, ns.name)
 		return
 	}
 	ns.snap = buildSnapshot(ns, nil)
+	c.snaps[ns.name] = ns.snap
 }
