@@ -237,7 +237,7 @@ func TestRebuild(t *testing.T) {
 	for _, n := range nodes {
 		rebuilt.SetNode(n)
 	}
-	if diff := cmp.Diff(live.Nodes(), rebuilt.Nodes()); diff != "" {
+	if diff := cmp.Diff(live.Nodes(), rebuilt.Nodes(), cmp.AllowUnexported(cache.NodeInfo{})); diff != "" {
 		t.Errorf("rebuilt cache differs (-live,+rebuilt):\n%s", diff)
 	}
 }

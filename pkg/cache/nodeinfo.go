@@ -49,6 +49,15 @@ type GPUInfo struct {
 // Free is the card's unused units (never negative).
 func (g *GPUInfo) Free() int64 { return max(0, g.Capacity-g.Used) }
 
+// CardFit is the part of a card that placement loops read, kept apart from GPUInfo (whose
+// strings make it a cache line long) so that a scan of a node's cards touches little memory.
+type CardFit struct {
+	// Free is the card's unused units.
+	Free int64
+	// Healthy mirrors GPUInfo.Healthy.
+	Healthy bool
+}
+
 // PodInfo is a pod holding GPU memory on a node.
 type PodInfo struct {
 	// Namespace and Name identify the pod.
@@ -96,6 +105,20 @@ type NodeInfo struct {
 	AllocatableMemory int64 `json:"allocatableMemory"`
 	// RequestedMemory is the memory requested by all pods on the node.
 	RequestedMemory int64 `json:"requestedMemory"`
+
+	// Cards is the compact view of GPUs (same order), filled by the cache.
+	Cards []CardFit `json:"-"`
+	// summed is true when total and used hold TotalUnits and UsedUnits.
+	summed      bool
+	total, used int64
+}
+
+// Card returns the free units and health of the card at position g.
+func (n *NodeInfo) Card(g int) CardFit {
+	if g < len(n.Cards) {
+		return n.Cards[g]
+	}
+	return CardFit{Free: n.GPUs[g].Free(), Healthy: n.GPUs[g].Healthy}
 }
 
 // SharesGPUs reports whether the node is a GPU-sharing node: it has cards or holds gpu-mem.
@@ -103,6 +126,9 @@ func (n *NodeInfo) SharesGPUs() bool { return len(n.GPUs) > 0 || n.PendingUnits 
 
 // TotalUnits is the sum of the cards' capacities.
 func (n *NodeInfo) TotalUnits() int64 {
+	if n.summed {
+		return n.total
+	}
 	var t int64
 	for i := range n.GPUs {
 		t += n.GPUs[i].Capacity
@@ -112,6 +138,9 @@ func (n *NodeInfo) TotalUnits() int64 {
 
 // UsedUnits is the units held on cards plus pending units.
 func (n *NodeInfo) UsedUnits() int64 {
+	if n.summed {
+		return n.used
+	}
 	t := n.PendingUnits
 	for i := range n.GPUs {
 		t += n.GPUs[i].Used

@@ -32,12 +32,22 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
 		chargePod(n, pos, ps)
 	}
 	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key() < n.Pods[j].Key() })
+	summarize(n)
+	return n
+}
+
+// summarize fills the snapshot's derived fields: MaxFree, Cards and the unit totals.
+func summarize(n *NodeInfo) {
+	n.Cards = make([]CardFit, len(n.GPUs))
 	for i := range n.GPUs {
-		if n.GPUs[i].Healthy {
-			n.MaxFree = max(n.MaxFree, n.GPUs[i].Free())
+		g := &n.GPUs[i]
+		n.Cards[i] = CardFit{Free: g.Free(), Healthy: g.Healthy}
+		if g.Healthy {
+			n.MaxFree = max(n.MaxFree, g.Free())
 		}
 	}
-	return n
+	n.total, n.used = n.TotalUnits(), n.UsedUnits()
+	n.summed = true
 }
 
 // chargePod adds a pod's units to its GPUs, or to PendingUnits when it has no placement or its

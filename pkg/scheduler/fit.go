@@ -46,7 +46,7 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 		return false, true
 	}
 	for g := range node.GPUs {
-		if !usable(node, g, req) || node.GPUs[g].Free() < units {
+		if !usable(node, g, req) || node.Card(g).Free < units {
 			continue
 		}
 		if r := policy.RankGPU(node, g, units, req); best < 0 || r < bestRank {
@@ -62,7 +62,7 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 }
 
 func usable(node *cache.NodeInfo, g int, req *contract.PodRequest) bool {
-	return node.GPUs[g].Healthy && req.AcceptsModel(node.GPUs[g].Model)
+	return node.Card(g).Healthy && (len(req.Models) == 0 || req.AcceptsModel(node.GPUs[g].Model))
 }
 
 // search is the state of one multi-container placement.

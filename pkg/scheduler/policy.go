@@ -67,7 +67,7 @@ type binpack struct{}
 func (binpack) Name() string { return "binpack" }
 
 func (binpack) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
-	return float64(node.GPUs[g].Free() - units)
+	return float64(node.Card(g).Free - units)
 }
 
 func (binpack) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
@@ -80,7 +80,7 @@ type spread struct{}
 func (spread) Name() string { return "spread" }
 
 func (spread) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
-	return -float64(node.GPUs[g].Free() - units)
+	return -float64(node.Card(g).Free - units)
 }
 
 func (spread) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
