@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // fragScorer computes FGD's fragmentation change for one pod over the nodes of one decision.
@@ -105,6 +106,25 @@ func (s *fragScorer) strandDelta(units int64) float64 {
 	before := max(0, float64(idle)-float64(s.view.cpu)/k)
 	after := max(0, float64(idle-units)-float64(s.view.cpu-s.res.MilliCPU)/k)
 	return (after - before) * s.view.milliPerUnit
+}
+
+// sliverShare is the share of a card below which a card's free capacity counts as a sliver.
+const sliverShare = 5 // a fifth
+
+// slivers is the free capacity (milli-GPU) that plan leaves on the cards it touches when a card
+// keeps under a fifth of its capacity free (and is not filled exactly).
+func (s *fragScorer) slivers(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+	var left int64
+	for i, slot := range plan.Slots {
+		if !plan.FirstSlotOn(i) {
+			continue
+		}
+		a := s.view.free[slot.GPU] - plan.Charge(req, slot.GPU)
+		if a > 0 && a*sliverShare < node.GPUs[slot.GPU].Capacity {
+			left += a
+		}
+	}
+	return float64(left) * s.view.milliPerUnit
 }
 
 // reservation is the pressure of the model-constrained task types that can use the current

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // fragNode builds a node with one card per free value (capacity 1000, model T4) and cpu
@@ -99,5 +100,32 @@ func TestSigmoidStepsMatchFormula(t *testing.T) {
 		if got := steps.score(tt.delta); got != tt.want {
 			t.Errorf("score(%v) = %v, want %v", tt.delta, got, tt.want)
 		}
+	}
+}
+
+func TestSlivers(t *testing.T) {
+	dist := TypicalDistribution(map[TaskShape]float64{{MilliCPU: 1000, GPUs: 1, PerGPU: 500}: 1}, 1)
+	req := &contract.PodRequest{Containers: []contract.ContainerRequest{{Key: "0", Units: 500, GPUs: 1}}}
+	tests := []struct {
+		name string
+		free []int64
+		card int
+		want float64
+	}{
+		{"leaves 150, a sliver", []int64{650, 1000}, 0, 150},
+		{"leaves 200, a fifth: not a sliver", []int64{700, 1000}, 0, 0},
+		{"fills the card exactly", []int64{500, 1000}, 0, 0},
+		{"leaves 500", []int64{650, 1000}, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := fragNode(10000, tt.free...)
+			s := newFragScorer(dist, newFragViews(), PodResources{MilliCPU: 1000})
+			s.use(node)
+			plan := &Plan{Slots: []Slot{{GPU: tt.card, Units: 500}}}
+			if got := s.slivers(node, plan, req); got != tt.want {
+				t.Errorf("slivers = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
