@@ -27,9 +27,10 @@ const (
 //     that model-constrained pods can use, in proportion to how far their demand exceeds the
 //     supply of the models they accept (reservation);
 //   - slivers: a placement that leaves a card with a little free capacity, under a fifth of a
-//     card, pays those units again (slivers): FGD already counts them for the task types too
-//     big for them, but the tiny pods that could use them are too rare to keep it from
-//     creating them when a tighter or emptier card scores the same.
+//     card, pays those units again, and one that fills such a sliver in earns them back
+//     (slivers): FGD already counts them for the task types too big for them, but the tiny
+//     pods that could use them are too rare to keep it from creating them when a tighter or
+//     emptier card scores about the same.
 //
 // Card choice and node ties are FGD's (best integer score, lowest card index; ties to the
 // scheduler's node order). Safe for concurrent use; ForPod results serve one goroutine.

@@ -111,20 +111,27 @@ func (s *fragScorer) strandDelta(units int64) float64 {
 // sliverShare is the share of a card below which a card's free capacity counts as a sliver.
 const sliverShare = 5 // a fifth
 
-// slivers is the free capacity (milli-GPU) that plan leaves on the cards it touches when a card
-// keeps under a fifth of its capacity free (and is not filled exactly).
+// slivers is the change (milli-GPU) in sliver capacity on the cards plan touches: a card's free
+// units count when they are under a fifth of its capacity (and not zero), so creating a sliver
+// costs its units and filling one in pays them back.
 func (s *fragScorer) slivers(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
-	var left int64
+	var change int64
 	for i, slot := range plan.Slots {
 		if !plan.FirstSlotOn(i) {
 			continue
 		}
-		a := s.view.free[slot.GPU] - plan.Charge(req, slot.GPU)
-		if a > 0 && a*sliverShare < node.GPUs[slot.GPU].Capacity {
-			left += a
-		}
+		c, free := node.GPUs[slot.GPU].Capacity, s.view.free[slot.GPU]
+		change += sliver(free-plan.Charge(req, slot.GPU), c) - sliver(free, c)
 	}
-	return float64(left) * s.view.milliPerUnit
+	return float64(change) * s.view.milliPerUnit
+}
+
+// sliver is free when it is a sliver of a card of capacity c, else 0.
+func sliver(free, c int64) int64 {
+	if free > 0 && free*sliverShare < c {
+		return free
+	}
+	return 0
 }
 
 // reservation is the pressure of the model-constrained task types that can use the current
