@@ -12,6 +12,8 @@ const (
 	strandWeight = 1
 	// reserveWeight weighs the cost of taking model-constrained capacity.
 	reserveWeight = 2
+	// leftoverWeight weighs the sliver penalty (see fragScorer.slivers).
+	leftoverWeight = 1
 )
 
 // fgdOnline is gpushare's default policy. It scores a placement by FGD's fragmentation gradient
@@ -23,7 +25,12 @@ const (
 //     at the workload's CPU per GPU unit (strandDelta);
 //   - model reservation: a pod that accepts any model pays for the units it takes from a node
 //     that model-constrained pods can use, in proportion to how far their demand exceeds the
-//     supply of the models they accept (reservation).
+//     supply of the models they accept (reservation);
+//   - slivers: a placement that leaves a card with a little free capacity, under a fifth of a
+//     card, pays those units again, and one that fills such a sliver in earns them back
+//     (slivers): FGD already counts them for the task types too big for them, but the tiny
+//     pods that could use them are too rare to keep it from creating them when a tighter or
+//     emptier card scores about the same.
 //
 // Card choice and node ties are FGD's (best integer score, lowest card index; ties to the
 // scheduler's node order). Safe for concurrent use; ForPod results serve one goroutine.
@@ -75,6 +82,7 @@ func (p *fgdOnlinePod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract
 	}
 	d := p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) })
 	d += strandWeight * p.s.strandDelta(units)
+	d += leftoverWeight * p.s.slivers(node, plan, req)
 	if len(req.Models) == 0 && units > 0 {
 		d += reserveWeight * float64(units) * p.s.reservation() * p.s.view.milliPerUnit
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // fragScorer computes FGD's fragmentation change for one pod over the nodes of one decision.
@@ -105,6 +106,32 @@ func (s *fragScorer) strandDelta(units int64) float64 {
 	before := max(0, float64(idle)-float64(s.view.cpu)/k)
 	after := max(0, float64(idle-units)-float64(s.view.cpu-s.res.MilliCPU)/k)
 	return (after - before) * s.view.milliPerUnit
+}
+
+// sliverShare is the share of a card below which a card's free capacity counts as a sliver.
+const sliverShare = 5 // a fifth
+
+// slivers is the change (milli-GPU) in sliver capacity on the cards plan touches: a card's free
+// units count when they are under a fifth of its capacity (and not zero), so creating a sliver
+// costs its units and filling one in pays them back.
+func (s *fragScorer) slivers(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+	var change int64
+	for i, slot := range plan.Slots {
+		if !plan.FirstSlotOn(i) {
+			continue
+		}
+		c, free := node.GPUs[slot.GPU].Capacity, s.view.free[slot.GPU]
+		change += sliver(free-plan.Charge(req, slot.GPU), c) - sliver(free, c)
+	}
+	return float64(change) * s.view.milliPerUnit
+}
+
+// sliver is free when it is a sliver of a card of capacity c, else 0.
+func sliver(free, c int64) int64 {
+	if free > 0 && free*sliverShare < c {
+		return free
+	}
+	return 0
 }
 
 // reservation is the pressure of the model-constrained task types that can use the current

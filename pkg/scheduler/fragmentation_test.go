@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // fragNode builds a node with one card per free value (capacity 1000, model T4) and cpu
@@ -99,5 +100,35 @@ func TestSigmoidStepsMatchFormula(t *testing.T) {
 		if got := steps.score(tt.delta); got != tt.want {
 			t.Errorf("score(%v) = %v, want %v", tt.delta, got, tt.want)
 		}
+	}
+}
+
+func TestSlivers(t *testing.T) {
+	dist := TypicalDistribution(map[TaskShape]float64{{MilliCPU: 1000, GPUs: 1, PerGPU: 500}: 1}, 1)
+	tests := []struct {
+		name  string
+		free  []int64
+		card  int
+		units int64
+		want  float64
+	}{
+		{"leaves 150, a sliver", []int64{650, 1000}, 0, 500, 150},
+		{"leaves 200, a fifth: not a sliver", []int64{700, 1000}, 0, 500, 0},
+		{"fills the card exactly", []int64{500, 1000}, 0, 500, 0},
+		{"leaves 500", []int64{650, 1000}, 1, 500, 0},
+		{"fills a sliver in", []int64{1000, 150}, 1, 150, -150},
+		{"shrinks a sliver from 190 to 30", []int64{1000, 190}, 1, 160, -160},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := fragNode(10000, tt.free...)
+			s := newFragScorer(dist, newFragViews(), PodResources{MilliCPU: 1000})
+			s.use(node)
+			req := &contract.PodRequest{Containers: []contract.ContainerRequest{{Key: "0", Units: tt.units, GPUs: 1}}}
+			plan := &Plan{Slots: []Slot{{GPU: tt.card, Units: tt.units}}}
+			if got := s.slivers(node, plan, req); got != tt.want {
+				t.Errorf("slivers = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
