@@ -54,6 +54,8 @@ func (g *GPUInfo) Free() int64 { return max(0, g.Capacity-g.Used) }
 type CardFit struct {
 	// Free is the card's unused units.
 	Free int64
+	// Used and Capacity mirror GPUInfo's.
+	Used, Capacity int64
 	// Healthy mirrors GPUInfo.Healthy.
 	Healthy bool
 }
@@ -92,6 +94,16 @@ type NodeInfo struct {
 	// MaxFree is the largest free block on a healthy card: a one-card ask larger than it cannot
 	// fit, whatever the card's model.
 	MaxFree int64 `json:"maxFree"`
+
+	// Cards is the compact view of GPUs (same order), filled by the cache. It lives in
+	// cardBuf, next to the fields above, when the node has up to maxInlineCards cards, so that
+	// a placement pass over many nodes reads one contiguous block per node.
+	Cards []CardFit `json:"-"`
+	// summed is true when total and used hold TotalUnits and UsedUnits.
+	summed      bool
+	total, used int64
+	cardBuf     [maxInlineCards]CardFit
+
 	// PendingUnits is held by pods on the node without a usable placement.
 	PendingUnits int64 `json:"pendingUnits"`
 	// Pods are the pods holding gpu-mem on the node, sorted by namespace/name.
@@ -105,20 +117,18 @@ type NodeInfo struct {
 	AllocatableMemory int64 `json:"allocatableMemory"`
 	// RequestedMemory is the memory requested by all pods on the node.
 	RequestedMemory int64 `json:"requestedMemory"`
-
-	// Cards is the compact view of GPUs (same order), filled by the cache.
-	Cards []CardFit `json:"-"`
-	// summed is true when total and used hold TotalUnits and UsedUnits.
-	summed      bool
-	total, used int64
 }
+
+// maxInlineCards is how many cards a snapshot keeps inline.
+const maxInlineCards = 8
 
 // Card returns the free units and health of the card at position g.
 func (n *NodeInfo) Card(g int) CardFit {
 	if g < len(n.Cards) {
 		return n.Cards[g]
 	}
-	return CardFit{Free: n.GPUs[g].Free(), Healthy: n.GPUs[g].Healthy}
+	gpu := &n.GPUs[g]
+	return CardFit{Free: gpu.Free(), Used: gpu.Used, Capacity: gpu.Capacity, Healthy: gpu.Healthy}
 }
 
 // SharesGPUs reports whether the node is a GPU-sharing node: it has cards or holds gpu-mem.

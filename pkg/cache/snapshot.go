@@ -38,10 +38,14 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
 
 // summarize fills the snapshot's derived fields: MaxFree, Cards and the unit totals.
 func summarize(n *NodeInfo) {
-	n.Cards = make([]CardFit, len(n.GPUs))
+	if len(n.GPUs) <= maxInlineCards {
+		n.Cards = n.cardBuf[:len(n.GPUs)]
+	} else {
+		n.Cards = make([]CardFit, len(n.GPUs))
+	}
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		n.Cards[i] = CardFit{Free: g.Free(), Healthy: g.Healthy}
+		n.Cards[i] = CardFit{Free: g.Free(), Used: g.Used, Capacity: g.Capacity, Healthy: g.Healthy}
 		if g.Healthy {
 			n.MaxFree = max(n.MaxFree, g.Free())
 		}

@@ -95,9 +95,9 @@ func fullness(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float6
 		if !plan.FirstSlotOn(i) {
 			continue
 		}
-		g, c := s.GPU, plan.Charge(req, s.GPU)
-		used += node.GPUs[g].Used + c
-		capacity += node.GPUs[g].Capacity
+		card, c := node.Card(s.GPU), plan.Charge(req, s.GPU)
+		used += card.Used + c
+		capacity += card.Capacity
 		add += c
 	}
 	cards := 0.0
