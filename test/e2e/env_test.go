@@ -147,19 +147,5 @@ func (e *env) events(pod string) string {
 func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return framework.WaitFor(ctx, 200*time.Millisecond, "condition", cond)
 }

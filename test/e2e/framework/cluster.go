@@ -123,8 +123,8 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitFor polls cond every interval until it returns true, an error, or ctx ends.
-func waitFor(ctx context.Context, interval time.Duration, what string, cond func() (bool, error)) error {
+// WaitFor polls cond every interval until it returns true, an error, or ctx ends.
+func WaitFor(ctx context.Context, interval time.Duration, what string, cond func() (bool, error)) error {
 	var last error
 	for {
 		ok, err := cond()

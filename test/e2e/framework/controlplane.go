@@ -127,7 +127,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	}}
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	err := waitFor(ctx, 250*time.Millisecond, "kube-apiserver /readyz", func() (bool, error) {
+	err := WaitFor(ctx, 250*time.Millisecond, "kube-apiserver /readyz", func() (bool, error) {
 		if p := c.Proc("kube-apiserver"); p != nil && p.Exited() {
 			return false, fmt.Errorf("kube-apiserver exited:\n%s", p.Tail(20))
 		}
@@ -183,7 +183,7 @@ func (c *Cluster) createDefaultServiceAccount(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}}
-	return waitFor(ctx, 200*time.Millisecond, "default ServiceAccount", func() (bool, error) {
+	return WaitFor(ctx, 200*time.Millisecond, "default ServiceAccount", func() (bool, error) {
 		_, err := c.Client.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			return true, nil

@@ -49,7 +49,7 @@ func (c *Cluster) WaitExtenderReady(ctx context.Context, e *Extender) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	hc := &http.Client{Timeout: time.Second}
-	return waitFor(ctx, 100*time.Millisecond, "extender /readyz", func() (bool, error) {
+	return WaitFor(ctx, 100*time.Millisecond, "extender /readyz", func() (bool, error) {
 		if e.Proc.Exited() {
 			return false, fmt.Errorf("extender exited:\n%s", e.Proc.Tail(20))
 		}

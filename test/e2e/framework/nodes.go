@@ -102,7 +102,7 @@ func (c *Cluster) RemoveNotReadyTaint(ctx context.Context, name string) error {
 func (c *Cluster) waitNodeReady(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return waitFor(ctx, 200*time.Millisecond, "node "+name+" Ready", func() (bool, error) {
+	return WaitFor(ctx, 200*time.Millisecond, "node "+name+" Ready", func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

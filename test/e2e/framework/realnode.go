@@ -95,7 +95,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, pause string, taints ...str
 func (n *RealNode) waitKubelet(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	err := waitFor(ctx, 200*time.Millisecond, "kubelet registered", func() (bool, error) {
+	err := WaitFor(ctx, 200*time.Millisecond, "kubelet registered", func() (bool, error) {
 		if p := n.c.Proc("kubelet"); p != nil && p.Exited() {
 			return false, fmt.Errorf("kubelet exited")
 		}
@@ -142,7 +142,7 @@ state = "%[1]s/state"
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return waitFor(ctx, 100*time.Millisecond, "containerd socket", func() (bool, error) {
+	return WaitFor(ctx, 100*time.Millisecond, "containerd socket", func() (bool, error) {
 		return n.ctr("version") == nil, nil
 	})
 }
@@ -235,7 +235,7 @@ func (n *RealNode) Stop(ctx context.Context) {
 		_ = cs.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
 			metav1.ListOptions{FieldSelector: "spec.nodeName=" + RealNodeName})
 		ctx2, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_ = waitFor(ctx2, 250*time.Millisecond, "pods gone", func() (bool, error) {
+		_ = WaitFor(ctx2, 250*time.Millisecond, "pods gone", func() (bool, error) {
 			l, err := cs.CoreV1().Pods("default").List(ctx2, metav1.ListOptions{FieldSelector: "spec.nodeName=" + RealNodeName})
 			return err == nil && len(l.Items) == 0, err
 		})
@@ -303,7 +303,7 @@ func (c *Cluster) WaitNodeGPUs(ctx context.Context, node string, timeout time.Du
 	var gpus []contract.GPU
 	ctx2, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := waitFor(ctx2, 200*time.Millisecond, "GPUs of node "+node, func() (bool, error) {
+	err := WaitFor(ctx2, 200*time.Millisecond, "GPUs of node "+node, func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx2, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err
