@@ -38,7 +38,7 @@ func (f *fgd) Rebuild(nodes []*cache.NodeInfo) {
 }
 
 func (f *fgd) ForPod(res PodResources) Policy {
-	return &fgdPod{s: newFragScorer(f.dist.Load(), f.views, res)}
+	return &fgdPod{fragPod{s: newFragScorer(f.dist.Load(), f.views, res)}}
 }
 
 func (f *fgd) RankGPU(node *cache.NodeInfo, g int, units int64, req *contract.PodRequest) float64 {
@@ -49,17 +49,21 @@ func (f *fgd) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodReque
 	return f.ForPod(PodResources{}).ScoreNode(node, plan, req)
 }
 
-// fgdPod is fgd for one pod.
-type fgdPod struct{ s *fragScorer }
+// fragPod is what fgd and fgd-online share for one pod: cards ranked by FGD's integer score of
+// the card's fragmentation change.
+type fragPod struct{ s *fragScorer }
 
-func (p *fgdPod) Name() string { return "fgd" }
-
-func (p *fgdPod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
+func (p *fragPod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
 	return -p.s.views.steps.score(p.s.cardDelta(node, g, units))
 }
 
+// fgdPod is fgd for one pod.
+type fgdPod struct{ fragPod }
+
+func (p *fgdPod) Name() string { return "fgd" }
+
 func (p *fgdPod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
-	return p.s.views.steps.score(p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) }))
+	return p.s.views.steps.score(p.s.planDelta(node, plan, req))
 }
 
 // countPods counts the shapes of the pods holding GPU memory on nodes.

@@ -55,7 +55,7 @@ func (f *fgdOnline) Observe(req *contract.PodRequest, res PodResources) {
 func (f *fgdOnline) Rebuild(nodes []*cache.NodeInfo) { f.learned.reset(countPods(nodes)) }
 
 func (f *fgdOnline) ForPod(res PodResources) Policy {
-	return &fgdOnlinePod{s: newFragScorer(f.learned.current.Load(), f.views, res)}
+	return &fgdOnlinePod{fragPod{s: newFragScorer(f.learned.current.Load(), f.views, res)}}
 }
 
 func (f *fgdOnline) RankGPU(node *cache.NodeInfo, g int, units int64, req *contract.PodRequest) float64 {
@@ -66,21 +66,14 @@ func (f *fgdOnline) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.Po
 	return f.ForPod(PodResources{}).ScoreNode(node, plan, req)
 }
 
-// fgdOnlinePod is fgdOnline for one pod.
-type fgdOnlinePod struct{ s *fragScorer }
+// fgdOnlinePod is fgdOnline for one pod; cards are ranked as fgd ranks them.
+type fgdOnlinePod struct{ fragPod }
 
 func (p *fgdOnlinePod) Name() string { return "fgd-online" }
 
-func (p *fgdOnlinePod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
-	return -p.s.views.steps.score(p.s.cardDelta(node, g, units))
-}
-
 func (p *fgdOnlinePod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
-	var units int64
-	for _, g := range plan.UsedGPUs() {
-		units += plan.Charge(req, g)
-	}
-	d := p.s.planDelta(node, plan, func(g int) int64 { return plan.Charge(req, g) })
+	units := plan.TotalCharge(req)
+	d := p.s.planDelta(node, plan, req)
 	d += strandWeight * p.s.strandDelta(units)
 	d += leftoverWeight * p.s.slivers(node, plan, req)
 	if len(req.Models) == 0 && units > 0 {

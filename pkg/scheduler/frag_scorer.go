@@ -78,13 +78,13 @@ func (s *fragScorer) sameCard(node *cache.NodeInfo, g int) float64 {
 }
 
 // planDelta is the change in fragmentation (milli-GPU) of applying plan to node.
-func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, charge func(g int) int64) float64 {
+func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
 	s.use(node)
 	if len(plan.Slots) == 1 {
 		return s.cardDelta(node, plan.Slots[0].GPU, plan.Slots[0].Units)
 	}
 	for _, g := range plan.UsedGPUs() {
-		s.work[g] -= charge(g)
+		s.work[g] -= plan.Charge(req, g)
 	}
 	f := s.view.frag(s.dist, s.work, s.view.cpu-s.res.MilliCPU)
 	copy(s.work, s.view.free)

@@ -52,6 +52,17 @@ func (p *Plan) Charge(req *contract.PodRequest, g int) int64 {
 	return max(initMax, apps)
 }
 
+// TotalCharge is the units the plan adds to the node: Charge summed over the GPUs it uses.
+func (p *Plan) TotalCharge(req *contract.PodRequest) int64 {
+	var units int64
+	for i, s := range p.Slots {
+		if p.FirstSlotOn(i) {
+			units += p.Charge(req, s.GPU)
+		}
+	}
+	return units
+}
+
 // UsedGPUs lists the GPU positions the plan touches, each once, in slot order.
 func (p *Plan) UsedGPUs() []int {
 	out := make([]int, 0, len(p.Slots))
