@@ -198,9 +198,8 @@ func (c *cacheImpl) Pod(uid types.UID) (PodInfo, bool) {
 		return PodInfo{}, false
 	}
 	info := ps.info
-	info.Allocation = info.Allocation.Clone()
-	if ps.info.Allocation == nil {
-		info.Allocation = nil
+	if info.Allocation != nil {
+		info.Allocation = info.Allocation.Clone()
 	}
 	return info, true
 }
