@@ -253,12 +253,17 @@ func (c *cacheImpl) NodeWithout(name string, uids []types.UID) (*NodeInfo, bool)
 
 func (c *cacheImpl) Lookup(names []string) []*NodeInfo {
 	out := make([]*NodeInfo, len(names))
+	c.LookupInto(names, out)
+	return out
+}
+
+func (c *cacheImpl) LookupInto(names []string, out []*NodeInfo) {
+	out = out[:len(names)]
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, name := range names {
 		out[i] = c.snaps[name]
 	}
-	return out
 }
 
 func (c *cacheImpl) Nodes() []*NodeInfo {

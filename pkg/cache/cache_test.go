@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -239,5 +240,48 @@ func TestRebuild(t *testing.T) {
 	}
 	if diff := cmp.Diff(live.Nodes(), rebuilt.Nodes(), cmp.AllowUnexported(cache.NodeInfo{})); diff != "" {
 		t.Errorf("rebuilt cache differs (-live,+rebuilt):\n%s", diff)
+	}
+}
+
+// TestCompactViews checks the snapshot's compact per-card views (UsableFree, CardFits) against
+// its GPUs, inline (up to 8 cards) and beyond, and for a NodeInfo built by hand.
+func TestCompactViews(t *testing.T) {
+	for _, cards := range []int{3, 8, 10} {
+		t.Run(fmt.Sprintf("cards=%d", cards), func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			c := cache.New(contract.DefaultNames(), logger)
+			sizes := make([]int64, cards)
+			for g := range sizes {
+				sizes[g] = 16
+			}
+			c.SetNode(st.MakeNode("n").GPUs(sizes...).Unhealthy(1).Obj())
+			for _, g := range []int{0, 1, cards - 1} {
+				c.SetPod(st.MakePod().Name(fmt.Sprintf("p%d", g)).GPUMem(int64(5 + g)).Node("n").
+					Placement(fmt.Sprintf(`{"0":{"%d":%d}}`, g, 5+g)).Obj())
+			}
+			snap, _ := c.Node("n")
+			byHand := &cache.NodeInfo{Name: "n", GPUs: snap.GPUs}
+			for _, n := range []*cache.NodeInfo{snap, byHand} {
+				var wantFree []int64
+				var wantFits []cache.CardFit
+				for _, g := range n.GPUs {
+					free := g.Capacity - g.Used
+					wantFits = append(wantFits, cache.CardFit{Free: free, Used: g.Used, Capacity: g.Capacity, Healthy: g.Healthy})
+					if !g.Healthy {
+						free = -1
+					}
+					wantFree = append(wantFree, free)
+				}
+				if diff := cmp.Diff(wantFree, n.UsableFree()); diff != "" {
+					t.Errorf("UsableFree (-want,+got):\n%s", diff)
+				}
+				if diff := cmp.Diff(wantFits, n.CardFits()); diff != "" {
+					t.Errorf("CardFits (-want,+got):\n%s", diff)
+				}
+			}
+			if got := snap.UsableFree()[cards-1]; got != 16-int64(5+cards-1) {
+				t.Errorf("last card's free = %d, want %d", got, 16-(5+cards-1))
+			}
+		})
 	}
 }

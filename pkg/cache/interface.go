@@ -56,6 +56,9 @@ type Cache interface {
 	NodeWithout(name string, uids []types.UID) (*NodeInfo, bool)
 	// Lookup returns the snapshots of the named nodes under one lock, nil for unknown names.
 	Lookup(names []string) []*NodeInfo
+	// LookupInto is Lookup writing into out, which must be as long as names; callers that
+	// look up disjoint parts of one list from several goroutines share one buffer this way.
+	LookupInto(names []string, out []*NodeInfo)
 	// Nodes returns every node's snapshot, sorted by name.
 	Nodes() []*NodeInfo
 }

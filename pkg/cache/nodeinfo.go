@@ -94,6 +94,11 @@ type NodeInfo struct {
 	// MaxFree is the largest free block on a healthy card: a one-card ask larger than it cannot
 	// fit, whatever the card's model.
 	MaxFree int64 `json:"maxFree"`
+	// usable is each card's free units, -1 for an unhealthy card (see UsableFree); it lives in
+	// usableBuf, right after MaxFree, for nodes of up to maxInlineCards cards, so that choosing a
+	// card for a one-card ask reads the node's first two cache lines only.
+	usable    []int64
+	usableBuf [maxInlineCards]int64
 
 	// Cards is the compact view of GPUs (same order), filled by the cache. It lives in
 	// cardBuf, next to the fields above, when the node has up to maxInlineCards cards, so that
@@ -129,6 +134,40 @@ func (n *NodeInfo) Card(g int) CardFit {
 	}
 	gpu := &n.GPUs[g]
 	return CardFit{Free: gpu.Free(), Used: gpu.Used, Capacity: gpu.Capacity, Healthy: gpu.Healthy}
+}
+
+// UsableFree returns each card's free units, or -1 for an unhealthy card, in GPUs' order.
+// Callers must not modify the result.
+func (n *NodeInfo) UsableFree() []int64 {
+	if n.summed {
+		return n.usable
+	}
+	out := make([]int64, len(n.GPUs))
+	for g := range n.GPUs {
+		out[g] = usableFree(&n.GPUs[g])
+	}
+	return out
+}
+
+// usableFree is g's free units, or -1 when it is unhealthy.
+func usableFree(g *GPUInfo) int64 {
+	if !g.Healthy {
+		return -1
+	}
+	return g.Free()
+}
+
+// CardFits returns the compact view of every card, in GPUs' order: Cards when the cache
+// filled it, else (a NodeInfo built by hand) a copy computed from GPUs.
+func (n *NodeInfo) CardFits() []CardFit {
+	if len(n.Cards) == len(n.GPUs) {
+		return n.Cards
+	}
+	out := make([]CardFit, len(n.GPUs))
+	for g := range out {
+		out[g] = n.Card(g)
+	}
+	return out
 }
 
 // SharesGPUs reports whether the node is a GPU-sharing node: it has cards or holds gpu-mem.

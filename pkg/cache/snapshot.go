@@ -39,13 +39,14 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
 // summarize fills the snapshot's derived fields: MaxFree, Cards and the unit totals.
 func summarize(n *NodeInfo) {
 	if len(n.GPUs) <= maxInlineCards {
-		n.Cards = n.cardBuf[:len(n.GPUs)]
+		n.Cards, n.usable = n.cardBuf[:len(n.GPUs)], n.usableBuf[:len(n.GPUs)]
 	} else {
-		n.Cards = make([]CardFit, len(n.GPUs))
+		n.Cards, n.usable = make([]CardFit, len(n.GPUs)), make([]int64, len(n.GPUs))
 	}
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
 		n.Cards[i] = CardFit{Free: g.Free(), Used: g.Used, Capacity: g.Capacity, Healthy: g.Healthy}
+		n.usable[i] = usableFree(g)
 		if g.Healthy {
 			n.MaxFree = max(n.MaxFree, g.Free())
 		}

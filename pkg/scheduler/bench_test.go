@@ -20,6 +20,9 @@ import (
 // benchSizes are the cluster sizes of the benchmarks, in nodes of benchGPUsPerNode cards.
 var benchSizes = []int{100, 1000, 5000}
 
+// benchPolicies are the policies prioritize is measured with: the cheapest and the default.
+var benchPolicies = []string{"binpack", DefaultPolicy}
+
 const (
 	benchGPUsPerNode = 8
 	benchPodUnits    = 4
@@ -35,7 +38,7 @@ type benchCluster struct {
 	args  *extenderv1.ExtenderArgs
 }
 
-func newBenchCluster(b *testing.B, n int) *benchCluster {
+func newBenchCluster(b *testing.B, n int, policyName string) *benchCluster {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(uint64(n), 42))
 	c := cache.New(contract.DefaultNames(), klog.Background())
@@ -61,8 +64,14 @@ func newBenchCluster(b *testing.B, n int) *benchCluster {
 	pod := st.MakePod().Name("pending").GPUMem(benchPodUnits).Obj()
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	nodeNames := append([]string(nil), names...)
+	policy, err := NewPolicies().New(policyName)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ext := NewExtender(c, api, policy, contract.DefaultNames())
+	ext.Relearn() // a learning policy starts from the pods running, as after a restart
 	return &benchCluster{
-		ext:   NewExtender(c, api, binpack{}, contract.DefaultNames()),
+		ext:   ext,
 		api:   api,
 		ctx:   ctx,
 		nodes: names,
@@ -73,7 +82,7 @@ func newBenchCluster(b *testing.B, n int) *benchCluster {
 func BenchmarkFilter(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			bc := newBenchCluster(b, n)
+			bc := newBenchCluster(b, n, DefaultPolicy)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
@@ -86,35 +95,39 @@ func BenchmarkFilter(b *testing.B) {
 }
 
 func BenchmarkPrioritize(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			bc := newBenchCluster(b, n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				if _, err := bc.ext.Prioritize(bc.ctx, bc.args); err != nil {
-					b.Fatal(err)
+	for _, policy := range benchPolicies {
+		for _, n := range benchSizes {
+			b.Run(fmt.Sprintf("policy=%s/nodes=%d", policy, n), func(b *testing.B) {
+				bc := newBenchCluster(b, n, policy)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := bc.ext.Prioritize(bc.ctx, bc.args); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
 // BenchmarkFilterPrioritize is one scheduling cycle's extender work: filter all nodes, then
 // prioritize those that passed, as kube-scheduler does.
 func BenchmarkFilterPrioritize(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			bc := newBenchCluster(b, n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				res := bc.ext.Filter(bc.ctx, bc.args)
-				if _, err := bc.ext.Prioritize(bc.ctx, &extenderv1.ExtenderArgs{Pod: bc.args.Pod, NodeNames: res.NodeNames}); err != nil {
-					b.Fatal(err)
+	for _, policy := range benchPolicies {
+		for _, n := range benchSizes {
+			b.Run(fmt.Sprintf("policy=%s/nodes=%d", policy, n), func(b *testing.B) {
+				bc := newBenchCluster(b, n, policy)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					res := bc.ext.Filter(bc.ctx, bc.args)
+					if _, err := bc.ext.Prioritize(bc.ctx, &extenderv1.ExtenderArgs{Pod: bc.args.Pod, NodeNames: res.NodeNames}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -124,7 +137,7 @@ func BenchmarkFilterPrioritize(b *testing.B) {
 func BenchmarkBind(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			bc := newBenchCluster(b, n)
+			bc := newBenchCluster(b, n, DefaultPolicy)
 			pods := bc.api.CoreV1().Pods("default")
 			fits := *bc.ext.Filter(bc.ctx, bc.args).NodeNames
 			b.ReportAllocs()

@@ -17,6 +17,7 @@ type Extender struct {
 	names   contract.Names
 	metrics *Metrics
 	now     func() time.Time
+	scratch scratchPool
 }
 
 // Option configures an Extender.

@@ -29,17 +29,19 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		}
 		return e.filterResult(args, res, nil)
 	}
-	nodes := e.cache.Lookup(names)
-	failures := make([]*FitError, len(names))
+	sc := e.scratch.get(len(names))
+	defer e.scratch.put(sc)
+	nodes, failures := sc.nodes, sc.failures
 	if !req.Empty() {
 		parallelize(len(nodes), func(lo, hi int) {
 			var plan Plan
+			e.cache.LookupInto(names[lo:hi], nodes[lo:hi])
 			for i := lo; i < hi; i++ {
 				failures[i] = e.check(nodes[i], &req, &plan)
 			}
 		})
 	}
-	passed := make([]bool, len(names))
+	passed := sc.fits
 	for i, fe := range failures {
 		switch {
 		case fe == nil:

@@ -41,17 +41,15 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 	if len(req.Containers) != 1 || req.Containers[0].GPUs != 1 {
 		return false, false
 	}
-	units, best, bestRank := req.Containers[0].Units, -1, 0.0
+	units := req.Containers[0].Units
 	if node.MaxFree < units {
 		return false, true
 	}
-	for g := range node.GPUs {
-		if !usable(node, g, req) || node.Card(g).Free < units {
-			continue
-		}
-		if r := policy.RankGPU(node, g, units, req); best < 0 || r < bestRank {
-			best, bestRank = g, r
-		}
+	var best int
+	if fo, ok := policy.(freeOrderer); ok {
+		best = bestByFree(node, req, units, fo.emptiestFirst())
+	} else {
+		best = bestByRank(node, req, units, policy)
 	}
 	if best < 0 {
 		return false, true
@@ -59,6 +57,40 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 	p.one[0] = Slot{Container: 0, GPU: best, Units: units}
 	p.Slots = p.one[:]
 	return true, true
+}
+
+// bestByRank is the position of the card policy ranks first among those where a one-card
+// container of units fits (the lowest index on ties), or -1.
+func bestByRank(node *cache.NodeInfo, req *contract.PodRequest, units int64, policy Policy) int {
+	best, bestRank := -1, 0.0
+	for g, c := range node.CardFits() {
+		if !c.Healthy || c.Free < units || (len(req.Models) > 0 && !req.AcceptsModel(node.GPUs[g].Model)) {
+			continue
+		}
+		if r := policy.RankGPU(node, g, units, req); best < 0 || r < bestRank {
+			best, bestRank = g, r
+		}
+	}
+	return best
+}
+
+// bestByFree is bestByRank for a freeOrderer: the fitting card with the fewest free units (the
+// most when emptiest), the lowest index on ties, without a call per card.
+func bestByFree(node *cache.NodeInfo, req *contract.PodRequest, units int64, emptiest bool) int {
+	sign := int64(1)
+	if emptiest {
+		sign = -1
+	}
+	best, bestKey := -1, int64(0)
+	for g, free := range node.UsableFree() { // an unhealthy card's -1 is below any ask
+		if free < units || (len(req.Models) > 0 && !req.AcceptsModel(node.GPUs[g].Model)) {
+			continue
+		}
+		if k := sign * free; best < 0 || k < bestKey {
+			best, bestKey = g, k
+		}
+	}
+	return best
 }
 
 func usable(node *cache.NodeInfo, g int, req *contract.PodRequest) bool {

@@ -60,6 +60,13 @@ func (p Policies) Names() []string {
 	return out
 }
 
+// freeOrderer is implemented by policies whose RankGPU orders a node's cards by their free
+// units alone: ascending (tightest first) or, when emptiestFirst, descending. Planning then
+// compares free units directly instead of calling RankGPU for every card.
+type freeOrderer interface {
+	emptiestFirst() bool
+}
+
 // binpack fills the fullest cards that fit: tightest card first, and among nodes the one whose
 // chosen cards (then the node as a whole) are fullest after placement.
 type binpack struct{}
@@ -69,6 +76,8 @@ func (binpack) Name() string { return "binpack" }
 func (binpack) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
 	return float64(node.Card(g).Free - units)
 }
+
+func (binpack) emptiestFirst() bool { return false }
 
 func (binpack) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
 	return fullness(node, plan, req)
@@ -83,6 +92,8 @@ func (spread) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodR
 	return -float64(node.Card(g).Free - units)
 }
 
+func (spread) emptiestFirst() bool { return true }
+
 func (spread) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
 	return -fullness(node, plan, req)
 }
@@ -91,8 +102,13 @@ func (spread) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodReque
 // is after placement (weight 1/100, a tie-breaker), both as fractions.
 func fullness(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
 	var used, capacity, add int64
+	if len(plan.Slots) == 1 { // the common plan: its one slot is its charge
+		s := plan.Slots[0]
+		card := node.Card(s.GPU)
+		used, capacity, add = card.Used+s.Units, card.Capacity, s.Units
+	}
 	for i, s := range plan.Slots {
-		if !plan.FirstSlotOn(i) {
+		if len(plan.Slots) == 1 || !plan.FirstSlotOn(i) {
 			continue
 		}
 		card, c := node.Card(s.GPU), plan.Charge(req, s.GPU)

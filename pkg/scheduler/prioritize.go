@@ -31,11 +31,13 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	}
 	cpu, mem := cache.PodRequests(args.Pod)
 	res := PodResources{MilliCPU: cpu, Memory: mem}
-	raw, fits := make([]float64, len(names)), make([]bool, len(names))
-	nodes := e.cache.Lookup(names)
+	sc := e.scratch.get(len(names))
+	defer e.scratch.put(sc)
+	nodes, raw, fits := sc.nodes, sc.raw, sc.fits
 	parallelize(len(nodes), func(lo, hi int) {
 		var plan Plan
 		policy := ForPod(e.policy, res) // one per goroutine
+		e.cache.LookupInto(names[lo:hi], nodes[lo:hi])
 		for i := lo; i < hi; i++ {
 			if nodes[i] != nil && planInto(nodes[i], &req, policy, &plan) {
 				raw[i], fits[i] = policy.ScoreNode(nodes[i], &plan, &req), true
@@ -48,9 +50,10 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 			lo, hi = min(lo, raw[i]), max(hi, raw[i])
 		}
 	}
+	scores := newScaler(lo, hi)
 	for i := range out {
 		if fits[i] {
-			out[i].Score = scale(raw[i], lo, hi)
+			out[i].Score = scores.scale(raw[i])
 		}
 	}
 	e.metrics.prioritizes.Add(1)
@@ -58,13 +61,23 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	return out, nil
 }
 
-// scale maps the best score hi to MaxExtenderPriority and the rest of [lo, hi) to
+// scaler maps the best score hi to MaxExtenderPriority and the rest of [lo, hi) to
 // 0..MaxExtenderPriority-1.
-func scale(v, lo, hi float64) int64 {
-	const eps = 1e-12
-	if v >= hi-eps {
+type scaler struct{ lo, hi, perUnit float64 }
+
+const scoreEps = 1e-12
+
+func newScaler(lo, hi float64) scaler {
+	s := scaler{lo: lo, hi: hi}
+	if hi-lo > scoreEps {
+		s.perUnit = float64(extenderv1.MaxExtenderPriority-1) / (hi - lo)
+	}
+	return s
+}
+
+func (s scaler) scale(v float64) int64 {
+	if v >= s.hi-scoreEps {
 		return extenderv1.MaxExtenderPriority
 	}
-	top := float64(extenderv1.MaxExtenderPriority - 1)
-	return min(int64(top), int64(math.Round((v-lo)/(hi-lo)*top)))
+	return min(extenderv1.MaxExtenderPriority-1, int64(math.Round((v-s.lo)*s.perUnit)))
 }

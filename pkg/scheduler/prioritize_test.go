@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -72,5 +73,53 @@ func TestPrioritizeBestNodeStandsAlone(t *testing.T) {
 	want := extenderv1.HostPriorityList{{Host: "x", Score: 9}, {Host: "y", Score: 10}, {Host: "z", Score: 0}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Prioritize() (-want,+got):\n%s", diff)
+	}
+}
+
+// TestPassesReuseNoState: filter and prioritize reuse working memory between calls; a call over
+// a few nodes after one over many (and the reverse, in parallel chunks) answers as a fresh
+// extender does.
+func TestPassesReuseNoState(t *testing.T) {
+	var nodes []*v1.Node
+	var bound []*v1.Pod
+	var many []string
+	for i := range 600 { // enough for parallel chunks
+		name := fmt.Sprintf("n%03d", i)
+		nodes = append(nodes, st.MakeNode(name).GPUs(16).Obj())
+		used := int64(i % 17)
+		if used > 0 {
+			bound = append(bound, st.MakePod().Name("p-"+name).GPUMem(used).Node(name).Placement(fmt.Sprintf(`{"0":{"0":%d}}`, used)).Obj())
+		}
+		many = append(many, name)
+	}
+	few := []string{"n016", "n003", "ghost", "n015"}
+	pod := st.MakePod().GPUMem(4).Obj()
+	reused := newEnv(t, "binpack", nodes, bound...)
+	for _, names := range [][]string{many, few, many, few} {
+		fresh := newEnv(t, "binpack", nodes, bound...)
+		args := func() *extenderv1.ExtenderArgs {
+			return &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names}
+		}
+		if diff := cmp.Diff(fresh.ext.Filter(fresh.ctx, args()), reused.ext.Filter(reused.ctx, args())); diff != "" {
+			t.Errorf("Filter over %d nodes (-fresh,+reused):\n%s", len(names), diff)
+		}
+		want, err := fresh.ext.Prioritize(fresh.ctx, args())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := reused.ext.Prioritize(reused.ctx, args())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Prioritize over %d nodes (-fresh,+reused):\n%s", len(names), diff)
+		}
+	}
+	got, _ := reused.ext.Prioritize(reused.ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &few})
+	want := extenderv1.HostPriorityList{{Host: "n016", Score: 0}, {Host: "n003", Score: 5}, {Host: "ghost"}, {Host: "n015", Score: 0}}
+	// n016 (16 used) and n015 (15 used) cannot take 4; n003 is the only fit, hence the best.
+	want[1].Score = extenderv1.MaxExtenderPriority
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Prioritize(few) (-want,+got):\n%s", diff)
 	}
 }
