@@ -20,6 +20,8 @@ type fragScorer struct {
 	after []float64 // per card: fragmentation with afterUnits placed there; NaN if unknown
 	units int64
 	work  []int64
+	// weights[i] is group i's weight of task types that fit the node's CPU left after the pod.
+	weights []float64
 	// pressure is the model pressure per group, fetched once per pod.
 	pressure []float64
 }
@@ -43,6 +45,10 @@ func (s *fragScorer) use(node *cache.NodeInfo) {
 		s.after = append(s.after, math.NaN())
 	}
 	s.work = append(s.work[:0], s.view.free...)
+	s.weights = s.weights[:0]
+	for i := range s.dist.groups {
+		s.weights = append(s.weights, s.dist.groups[i].weightFitting(s.view.cpu-s.res.MilliCPU))
+	}
 }
 
 // cardDelta is the change in fragmentation (milli-GPU) of placing units on card g of node.
@@ -58,9 +64,7 @@ func (s *fragScorer) cardDelta(node *cache.NodeInfo, g int, units int64) float64
 		s.after[g] = s.sameCard(node, g)
 	}
 	if math.IsNaN(s.after[g]) {
-		s.work[g] -= units
-		s.after[g] = s.view.frag(s.dist, s.work, s.view.cpu-s.res.MilliCPU)
-		s.work[g] += units
+		s.after[g] = s.view.fragOneCard(s.dist, g, units, s.weights)
 	}
 	return (s.after[g] - s.base) * s.view.milliPerUnit
 }

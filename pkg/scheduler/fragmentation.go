@@ -14,6 +14,12 @@ type fragView struct {
 	masks []uint64
 	// milliPerUnit converts units to milli-GPU, FGD's scale (1000 units = one card).
 	milliPerUnit float64
+	// idle is the sum of free; per group, fits counts the cards that fit the group's card
+	// shape and rest sums the free units of the others (see groupFrag). With them the
+	// fragmentation after a change to one card costs one step per group (fragOneCard).
+	idle int64
+	fits []int
+	rest []int64
 }
 
 // newFragView prepares node for d.
@@ -30,8 +36,20 @@ func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *f
 	if capMax > 0 {
 		v.milliPerUnit = 1000 / float64(capMax)
 	}
+	v.fits, v.rest = make([]int, len(d.groups)), make([]int64, len(d.groups))
+	for _, f := range v.free {
+		v.idle += f
+	}
 	for i := range d.groups {
-		v.masks[i] = models.mask(node, d.groups[i].models, d.groups[i].list)
+		g := &d.groups[i]
+		v.masks[i] = models.mask(node, g.models, g.list)
+		for c, f := range v.free {
+			if fitsShape(c, f, v.masks[i], g) {
+				v.fits[i]++
+			} else {
+				v.rest[i] += f
+			}
+		}
 	}
 	return v
 }
@@ -63,12 +81,52 @@ func (v *fragView) frag(d *Distribution, free []int64, cpu int64) float64 {
 	return total
 }
 
+// fragOneCard is frag(d, free, cpu) for free = v.free with units taken from card c, where
+// weights[i] is d.groups[i].weightFitting(cpu). It sums the same terms in the same order as
+// frag, so the result is the same float, but each group's term comes from the view's counts
+// instead of a pass over the cards.
+func (v *fragView) fragOneCard(d *Distribution, c int, units int64, weights []float64) float64 {
+	before, after := v.free[c], v.free[c]-units
+	idle := v.idle - units
+	total := d.cpuOnly * float64(idle)
+	for i := range d.groups {
+		g := &d.groups[i]
+		all := g.cum[len(g.cum)-1]
+		fit := weights[i]
+		if fit == 0 {
+			total += all * float64(idle)
+			continue
+		}
+		fits, rest := v.fits[i], v.rest[i]
+		if fitsShape(c, before, v.masks[i], g) {
+			fits--
+		} else {
+			rest -= before
+		}
+		if fitsShape(c, after, v.masks[i], g) {
+			fits++
+		} else {
+			rest += after
+		}
+		if fits < g.gpus {
+			rest = idle
+		}
+		total += fit*float64(rest) + (all-fit)*float64(idle)
+	}
+	return total
+}
+
+// fitsShape reports whether card c with f free units fits the group's card shape.
+func fitsShape(c int, f int64, mask uint64, g *typeGroup) bool {
+	return c < 64 && mask&(1<<c) != 0 && f >= g.perGPU
+}
+
 // groupFrag is F_n(m) for the group's card shape: the free units of cards too small for it
 // (or of another model) when enough cards fit it, else all idle units.
 func groupFrag(free []int64, mask uint64, g *typeGroup, idle int64) int64 {
 	fit, frag := 0, int64(0)
 	for c, f := range free {
-		if c < 64 && mask&(1<<c) != 0 && f >= g.perGPU {
+		if fitsShape(c, f, mask, g) {
 			fit++
 		} else {
 			frag += f

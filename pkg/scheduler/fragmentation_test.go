@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -130,5 +131,52 @@ func TestSlivers(t *testing.T) {
 				t.Errorf("slivers = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestFragOneCardMatchesFrag: the per-card shortcut gives exactly (same float) what the full sum
+// gives, on random nodes (unhealthy cards, mixed models, more than 64 cards) and distributions
+// (multi-card, model-constrained and CPU-only types, CPU that some types do not fit).
+func TestFragOneCardMatchesFrag(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	models := newModelMatcher()
+	for trial := range 200 {
+		counts := map[TaskShape]float64{}
+		for range 1 + rng.IntN(40) {
+			s := TaskShape{MilliCPU: 100 * (1 + rng.Int64N(80)), GPUs: rng.IntN(4)}
+			if s.GPUs > 0 {
+				s.PerGPU = 1 + rng.Int64N(1000)
+				if s.GPUs > 1 {
+					s.PerGPU = 1000
+				}
+				s.Models = []string{"", "", "A100", "T4|A100"}[rng.IntN(4)]
+			}
+			counts[s] += float64(1 + rng.IntN(9))
+		}
+		d := TypicalDistribution(counts, 0.5+rng.Float64()/2)
+		cards := 1 + rng.IntN(10)
+		if trial%20 == 0 {
+			cards = 70
+		}
+		node := &cache.NodeInfo{Name: "n", AllocatableMilliCPU: 64000, RequestedMilliCPU: rng.Int64N(64000)}
+		for c := range cards {
+			node.GPUs = append(node.GPUs, cache.GPUInfo{Index: c, Model: []string{"T4", "A100"}[rng.IntN(2)],
+				Capacity: 1000, Used: rng.Int64N(1001), Healthy: rng.IntN(6) > 0})
+		}
+		v := newFragView(node, d, models)
+		podCPU := rng.Int64N(8000)
+		weights := make([]float64, len(d.groups))
+		for i := range d.groups {
+			weights[i] = d.groups[i].weightFitting(v.cpu - podCPU)
+		}
+		for c := range cards {
+			units := rng.Int64N(v.free[c] + 1)
+			work := append([]int64(nil), v.free...)
+			work[c] -= units
+			want := v.frag(d, work, v.cpu-podCPU)
+			if got := v.fragOneCard(d, c, units, weights); got != want {
+				t.Fatalf("trial %d, card %d, %d units: fragOneCard = %v, frag = %v", trial, c, units, got, want)
+			}
+		}
 	}
 }
