@@ -63,6 +63,7 @@ type typeGroup struct {
 	list   []string
 	cpus   []int64   // ascending
 	cum    []float64 // cum[i] is the weight of types cpus[:i+1]
+	all    float64   // the group's weight, cum's last element
 }
 
 // weightFitting is the weight of the group's types whose CPU request is at most cpu.
@@ -125,7 +126,7 @@ func (g *typeGroup) accumulate() {
 		sum += g.cum[i]
 		cpus[k], cum[k] = g.cpus[i], sum
 	}
-	g.cpus, g.cum = cpus, cum
+	g.cpus, g.cum, g.all = cpus, cum, sum
 }
 
 // Types returns the task types, most popular first.

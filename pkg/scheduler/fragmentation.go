@@ -14,12 +14,18 @@ type fragView struct {
 	masks []uint64
 	// milliPerUnit converts units to milli-GPU, FGD's scale (1000 units = one card).
 	milliPerUnit float64
-	// idle is the sum of free; per group, fits counts the cards that fit the group's card
-	// shape and rest sums the free units of the others (see groupFrag). With them the
-	// fragmentation after a change to one card costs one step per group (fragOneCard).
-	idle int64
-	fits []int
-	rest []int64
+	// idle is the sum of free; counts has, per group, the cards that fit the group's card
+	// shape and the free units of the others (see groupFrag). With them the fragmentation
+	// after a change to one card costs one step per group (fragOneCard).
+	idle   int64
+	counts []groupCount
+}
+
+// groupCount is a node's cards as one task group sees them.
+type groupCount struct {
+	mask uint64 // the cards whose model the group accepts
+	fits int    // cards that fit the group's card shape
+	rest int64  // free units of the other cards
 }
 
 // newFragView prepares node for d.
@@ -36,18 +42,19 @@ func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *f
 	if capMax > 0 {
 		v.milliPerUnit = 1000 / float64(capMax)
 	}
-	v.fits, v.rest = make([]int, len(d.groups)), make([]int64, len(d.groups))
+	v.counts = make([]groupCount, len(d.groups))
 	for _, f := range v.free {
 		v.idle += f
 	}
 	for i := range d.groups {
-		g := &d.groups[i]
+		g, gc := &d.groups[i], &v.counts[i]
 		v.masks[i] = models.mask(node, g.models, g.list)
+		gc.mask = v.masks[i]
 		for c, f := range v.free {
-			if fitsShape(c, f, v.masks[i], g) {
-				v.fits[i]++
+			if fitsShape(c, f, gc.mask, g) {
+				gc.fits++
 			} else {
-				v.rest[i] += f
+				gc.rest += f
 			}
 		}
 	}
@@ -87,23 +94,30 @@ func (v *fragView) frag(d *Distribution, free []int64, cpu int64) float64 {
 // instead of a pass over the cards.
 func (v *fragView) fragOneCard(d *Distribution, c int, units int64, weights []float64) float64 {
 	before, after := v.free[c], v.free[c]-units
+	var bit uint64
+	if c < 64 {
+		bit = 1 << c
+	}
 	idle := v.idle - units
-	total := d.cpuOnly * float64(idle)
+	fidle := float64(idle)
+	total := d.cpuOnly * fidle
+	counts, weights := v.counts[:len(d.groups)], weights[:len(d.groups)]
 	for i := range d.groups {
 		g := &d.groups[i]
-		all := g.cum[len(g.cum)-1]
 		fit := weights[i]
 		if fit == 0 {
-			total += all * float64(idle)
+			total += g.all * fidle
 			continue
 		}
-		fits, rest := v.fits[i], v.rest[i]
-		if fitsShape(c, before, v.masks[i], g) {
+		gc := &counts[i]
+		fits, rest := gc.fits, gc.rest
+		accepts := gc.mask&bit != 0
+		if accepts && before >= g.perGPU {
 			fits--
 		} else {
 			rest -= before
 		}
-		if fitsShape(c, after, v.masks[i], g) {
+		if accepts && after >= g.perGPU {
 			fits++
 		} else {
 			rest += after
@@ -111,7 +125,7 @@ func (v *fragView) fragOneCard(d *Distribution, c int, units int64, weights []fl
 		if fits < g.gpus {
 			rest = idle
 		}
-		total += fit*float64(rest) + (all-fit)*float64(idle)
+		total += fit*float64(rest) + (g.all-fit)*fidle
 	}
 	return total
 }
