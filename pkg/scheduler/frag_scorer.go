@@ -60,25 +60,13 @@ func (s *fragScorer) cardDelta(node *cache.NodeInfo, g int, units int64) float64
 			s.after[i] = math.NaN()
 		}
 	}
-	if math.IsNaN(s.after[g]) {
-		s.after[g] = s.sameCard(node, g)
+	if h := s.view.class[g]; h != g && !math.IsNaN(s.after[h]) { // an identical card's result
+		s.after[g] = s.after[h]
 	}
 	if math.IsNaN(s.after[g]) {
 		s.after[g] = s.view.fragOneCard(s.dist, g, units, s.weights)
 	}
 	return (s.after[g] - s.base) * s.view.milliPerUnit
-}
-
-// sameCard returns the known result of an earlier card identical to g (same free units, model
-// and health), or NaN.
-func (s *fragScorer) sameCard(node *cache.NodeInfo, g int) float64 {
-	for h := range g {
-		if !math.IsNaN(s.after[h]) && s.view.free[h] == s.view.free[g] &&
-			node.GPUs[h].Model == node.GPUs[g].Model && node.GPUs[h].Healthy == node.GPUs[g].Healthy {
-			return s.after[h]
-		}
-	}
-	return math.NaN()
 }
 
 // planDelta is the change in fragmentation (milli-GPU) of applying plan to node.

@@ -19,6 +19,9 @@ type fragView struct {
 	// after a change to one card costs one step per group (fragOneCard).
 	idle   int64
 	counts []groupCount
+	// class[c] is the first card identical to c for fragmentation (same free units, model
+	// and health, and on the same side of the 64th card), c itself if none.
+	class []int
 }
 
 // groupCount is a node's cards as one task group sees them.
@@ -41,6 +44,17 @@ func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *f
 	}
 	if capMax > 0 {
 		v.milliPerUnit = 1000 / float64(capMax)
+	}
+	v.class = make([]int, len(node.GPUs))
+	for c := range node.GPUs {
+		v.class[c] = c
+		for h := range c {
+			if v.free[h] == v.free[c] && (h < 64) == (c < 64) && node.GPUs[h].Model == node.GPUs[c].Model &&
+				node.GPUs[h].Healthy == node.GPUs[c].Healthy {
+				v.class[c] = h
+				break
+			}
+		}
 	}
 	v.counts = make([]groupCount, len(d.groups))
 	for _, f := range v.free {
