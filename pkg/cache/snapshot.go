@@ -32,12 +32,16 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
 		chargePod(n, pos, ps)
 	}
 	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key() < n.Pods[j].Key() })
-	summarize(n)
+	n.Summarize()
 	return n
 }
 
-// summarize fills the snapshot's derived fields: MaxFree, Cards and the unit totals.
-func summarize(n *NodeInfo) {
+// Summarize fills the fields derived from GPUs and PendingUnits: MaxFree, the compact card
+// views (CardFits, UsableFree) and the unit totals. The cache does it for every snapshot; code
+// that builds a NodeInfo itself (tests, tools) calls it once GPUs are set, as placement reads
+// MaxFree.
+func (n *NodeInfo) Summarize() {
+	n.MaxFree = 0
 	if len(n.GPUs) <= maxInlineCards {
 		n.Cards, n.usable = n.cardBuf[:len(n.GPUs)], n.usableBuf[:len(n.GPUs)]
 	} else {

@@ -54,7 +54,7 @@ func (f *fgd) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodReque
 type fragPod struct{ s *fragScorer }
 
 func (p *fragPod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
-	return -p.s.views.steps.score(p.s.cardDelta(node, g, units))
+	return p.s.cardRank(node, g, units)
 }
 
 // fgdPod is fgd for one pod.

@@ -63,8 +63,8 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 // container of units fits (the lowest index on ties), or -1.
 func bestByRank(node *cache.NodeInfo, req *contract.PodRequest, units int64, policy Policy) int {
 	best, bestRank := -1, 0.0
-	for g, c := range node.CardFits() {
-		if !c.Healthy || c.Free < units || (len(req.Models) > 0 && !req.AcceptsModel(node.GPUs[g].Model)) {
+	for g, free := range node.UsableFree() { // an unhealthy card's -1 is below any ask
+		if free < units || (len(req.Models) > 0 && !req.AcceptsModel(node.GPUs[g].Model)) {
 			continue
 		}
 		if r := policy.RankGPU(node, g, units, req); best < 0 || r < bestRank {

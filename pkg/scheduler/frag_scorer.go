@@ -10,27 +10,46 @@ import (
 
 // fragScorer computes FGD's fragmentation change for one pod over the nodes of one decision.
 // It keeps the last node's fragmentation and per-card results, since PlanPod ranks every card
-// of a node and ScoreNode then scores the chosen one. Not safe for concurrent use.
+// of a node and ScoreNode then scores the chosen one, and it shares a node's per-card results
+// with later pods of the same shape through the node's fragEntry (cardMemo). Not safe for
+// concurrent use.
 type fragScorer struct {
 	dist  *Distribution
 	views *fragViews
 	res   PodResources
+	entry *fragEntry
 	view  *fragView
-	base  float64   // fragmentation of view.node before the pod
-	after []float64 // per card: fragmentation with afterUnits placed there; NaN if unknown
-	units int64
+	base  float64 // fragmentation of view.node before the pod
+	// after and rank are per card: the fragmentation with units placed there and RankGPU's
+	// result for it; NaN if unknown. units is what they hold results for, -1 for nothing.
+	after, rank []float64
+	units       int64
+	// fresh is true when after or rank gained results since the node's memo was read.
+	fresh bool
 	work  []int64
-	// weights[i] is group i's weight of task types that fit the node's CPU left after the pod.
+	// weights[i] is group i's weight of task types that fit the node's CPU left after the pod;
+	// weighed is true once it is computed for the current node.
 	weights []float64
-	// pressure is the model pressure per group, fetched once per pod.
+	weighed bool
+	// pressure is the model pressure per group, fetched once per pod; pressed lists the
+	// groups under pressure (few: only model-constrained groups can be).
 	pressure []float64
+	pressed  []int
+}
+
+// cardMemo is what a fragScorer learned about one node snapshot for one pod shape (units per
+// card, CPU request): per card, the fragmentation after the pod and its RankGPU value (NaN if
+// unknown). Immutable once published.
+type cardMemo struct {
+	units, milliCPU int64
+	after, rank     []float64
 }
 
 func newFragScorer(d *Distribution, views *fragViews, res PodResources) *fragScorer {
 	if d == nil {
 		d = &Distribution{}
 	}
-	return &fragScorer{dist: d, views: views, res: res}
+	return &fragScorer{dist: d, views: views, res: res, units: -1}
 }
 
 // use prepares s for node, reusing the previous node's results when it is the same snapshot.
@@ -38,35 +57,82 @@ func (s *fragScorer) use(node *cache.NodeInfo) {
 	if s.view != nil && s.view.node == node {
 		return
 	}
-	e := s.views.get(node, s.dist)
-	s.view, s.base = e.view, e.base
-	s.after = s.after[:0]
-	for range node.GPUs {
-		s.after = append(s.after, math.NaN())
+	s.publish()
+	s.entry = s.views.get(node, s.dist)
+	s.view, s.base, s.units, s.weighed = s.entry.view, s.entry.base, -1, false
+}
+
+// forUnits makes after and rank hold results for units, starting from the node's memo when
+// it is for the same pod shape.
+func (s *fragScorer) forUnits(units int64) {
+	if units == s.units {
+		return
 	}
-	s.work = append(s.work[:0], s.view.free...)
-	s.weights = s.weights[:0]
-	for i := range s.dist.groups {
-		s.weights = append(s.weights, s.dist.groups[i].weightFitting(s.view.cpu-s.res.MilliCPU))
+	s.publish()
+	s.units = units
+	s.after, s.rank = nanFill(s.after, len(s.view.free)), nanFill(s.rank, len(s.view.free))
+	if m := s.entry.memo.Load(); m != nil && m.units == units && m.milliCPU == s.res.MilliCPU {
+		copy(s.after, m.after)
+		copy(s.rank, m.rank)
 	}
+}
+
+// publish stores what s learned about the current node in its memo.
+func (s *fragScorer) publish() {
+	if !s.fresh {
+		return
+	}
+	s.fresh = false
+	s.entry.memo.Store(&cardMemo{units: s.units, milliCPU: s.res.MilliCPU,
+		after: slices.Clone(s.after), rank: slices.Clone(s.rank)})
+}
+
+// nanFill returns buf resized to n, every element NaN.
+func nanFill(buf []float64, n int) []float64 {
+	buf = buf[:0]
+	for range n {
+		buf = append(buf, math.NaN())
+	}
+	return buf
 }
 
 // cardDelta is the change in fragmentation (milli-GPU) of placing units on card g of node.
 func (s *fragScorer) cardDelta(node *cache.NodeInfo, g int, units int64) float64 {
 	s.use(node)
-	if units != s.units {
-		s.units = units
-		for i := range s.after {
-			s.after[i] = math.NaN()
-		}
-	}
-	if h := s.view.class[g]; h != g && !math.IsNaN(s.after[h]) { // an identical card's result
-		s.after[g] = s.after[h]
-	}
+	s.forUnits(units)
 	if math.IsNaN(s.after[g]) {
-		s.after[g] = s.view.fragOneCard(s.dist, g, units, s.weights)
+		if h := s.view.class[g]; h != g && !math.IsNaN(s.after[h]) { // an identical card's result
+			s.after[g] = s.after[h]
+		} else {
+			s.after[g] = s.view.fragOneCard(s.dist, g, units, s.groupWeights())
+		}
+		s.fresh = true
 	}
 	return (s.after[g] - s.base) * s.view.milliPerUnit
+}
+
+// cardRank is RankGPU's value for units on card g of node: minus FGD's integer score of the
+// card's fragmentation change.
+func (s *fragScorer) cardRank(node *cache.NodeInfo, g int, units int64) float64 {
+	s.use(node)
+	s.forUnits(units)
+	if math.IsNaN(s.rank[g]) {
+		s.rank[g] = -s.views.steps.score(s.cardDelta(node, g, units))
+		s.fresh = true
+	}
+	return s.rank[g]
+}
+
+// groupWeights returns weights for the current node, computing them on first use.
+func (s *fragScorer) groupWeights() []float64 {
+	if !s.weighed {
+		s.weights = s.weights[:0]
+		for i := range s.dist.groups {
+			s.weights = append(s.weights, s.dist.groups[i].weightFitting(s.view.cpu-s.res.MilliCPU))
+		}
+		s.weighed = true
+	}
+	return s.weights
 }
 
 // planDelta is the change in fragmentation (milli-GPU) of applying plan to node.
@@ -75,11 +141,11 @@ func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, req *contract.P
 	if len(plan.Slots) == 1 {
 		return s.cardDelta(node, plan.Slots[0].GPU, plan.Slots[0].Units)
 	}
+	s.work = append(s.work[:0], s.view.free...)
 	for _, g := range plan.UsedGPUs() {
 		s.work[g] -= plan.Charge(req, g)
 	}
 	f := s.view.frag(s.dist, s.work, s.view.cpu-s.res.MilliCPU)
-	copy(s.work, s.view.free)
 	return (f - s.base) * s.view.milliPerUnit
 }
 
@@ -112,7 +178,7 @@ func (s *fragScorer) slivers(node *cache.NodeInfo, plan *Plan, req *contract.Pod
 		if !plan.FirstSlotOn(i) {
 			continue
 		}
-		c, free := node.GPUs[slot.GPU].Capacity, s.view.free[slot.GPU]
+		c, free := node.Card(slot.GPU).Capacity, s.view.free[slot.GPU]
 		change += sliver(free-plan.Charge(req, slot.GPU), c) - sliver(free, c)
 	}
 	return float64(change) * s.view.milliPerUnit
@@ -131,11 +197,17 @@ func sliver(free, c int64) int64 {
 func (s *fragScorer) reservation() float64 {
 	if s.pressure == nil {
 		s.pressure = s.views.pressure(s.dist)
+		s.pressed = s.pressed[:0]
+		for i, p := range s.pressure {
+			if p > 0 {
+				s.pressed = append(s.pressed, i)
+			}
+		}
 	}
 	r := 0.0
-	for i, p := range s.pressure {
-		if p > 0 && s.view.masks[i] != 0 {
-			r += p
+	for _, i := range s.pressed {
+		if s.view.masks[i] != 0 {
+			r += s.pressure[i]
 		}
 	}
 	return r

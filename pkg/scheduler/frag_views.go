@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 )
@@ -17,11 +18,13 @@ type fragViews struct {
 	steps  *sigmoidSteps
 }
 
-// fragEntry is a node's prepared view and its fragmentation before any new pod. Immutable.
+// fragEntry is a node's prepared view and its fragmentation before any new pod, immutable,
+// and the memo of the last pod shape scored on it.
 type fragEntry struct {
 	dist *Distribution
 	view *fragView
 	base float64
+	memo atomic.Pointer[cardMemo]
 }
 
 func newFragViews() *fragViews {

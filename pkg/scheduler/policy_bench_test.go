@@ -24,6 +24,7 @@ func openbLikeCluster(n int, rng *rand.Rand) []*cache.NodeInfo {
 			used := []int64{0, 0, 1000, 810, 470, 650, 320}[rng.IntN(7)]
 			node.GPUs = append(node.GPUs, cache.GPUInfo{Index: g, Model: model, Capacity: 1000, Used: used, Healthy: true})
 		}
+		node.Summarize()
 		nodes[i] = node
 	}
 	return nodes
