@@ -157,10 +157,7 @@ func (s *fragScorer) strandDelta(units int64) float64 {
 	if k <= 0 {
 		return 0
 	}
-	var idle int64
-	for _, f := range s.view.free {
-		idle += f
-	}
+	idle := s.view.idle
 	before := max(0, float64(idle)-float64(s.view.cpu)/k)
 	after := max(0, float64(idle-units)-float64(s.view.cpu-s.res.MilliCPU)/k)
 	return (after - before) * s.view.milliPerUnit

@@ -11,8 +11,8 @@ import (
 // current distribution: snapshots are immutable and replaced on every change, so a node's entry
 // is valid while both pointers match. It holds one entry per node name. Safe for concurrent use.
 type fragViews struct {
-	mu     sync.Mutex // guards byNode and supply
-	byNode map[string]*fragEntry
+	byNode sync.Map   // node name → *fragEntry; read without locking on every node of a pass
+	mu     sync.Mutex // guards supply
 	supply *modelSupply
 	models *modelMatcher
 	steps  *sigmoidSteps
@@ -28,21 +28,20 @@ type fragEntry struct {
 }
 
 func newFragViews() *fragViews {
-	return &fragViews{byNode: map[string]*fragEntry{}, models: newModelMatcher(), steps: newSigmoidSteps(), supply: newModelSupply()}
+	return &fragViews{models: newModelMatcher(), steps: newSigmoidSteps(), supply: newModelSupply()}
 }
 
 // get returns node's view and fragmentation under d, computing them when node or d changed.
 func (v *fragViews) get(node *cache.NodeInfo, d *Distribution) *fragEntry {
-	v.mu.Lock()
-	e, ok := v.byNode[node.Name]
-	v.mu.Unlock()
-	if ok && e.view.node == node && e.dist == d {
-		return e
+	if got, ok := v.byNode.Load(node.Name); ok {
+		if e := got.(*fragEntry); e.view.node == node && e.dist == d {
+			return e
+		}
 	}
 	view := newFragView(node, d, v.models)
-	e = &fragEntry{dist: d, view: view, base: view.frag(d, view.free, view.cpu)}
+	e := &fragEntry{dist: d, view: view, base: view.frag(d, view.free, view.cpu)}
+	v.byNode.Store(node.Name, e)
 	v.mu.Lock()
-	v.byNode[node.Name] = e
 	v.supply.set(node)
 	v.mu.Unlock()
 	return e
