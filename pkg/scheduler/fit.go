@@ -106,6 +106,7 @@ type search struct {
 	free   []int64 // free units per GPU position after the slots so far
 	slots  []Slot
 	budget int
+	keys   []float64 // scratch for candidates: rank per GPU position
 }
 
 func newSearch(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) *search {
@@ -129,14 +130,16 @@ func newSearch(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) *s
 // candidates lists GPU positions with at least units free, in the policy's order.
 func (s *search) candidates(units int64, free []int64) []int {
 	var out []int
-	keys := map[int]float64{}
+	if len(s.keys) < len(free) {
+		s.keys = make([]float64, len(free))
+	}
 	for g := range free {
 		if free[g] >= units && usable(s.node, g, s.req) {
 			out = append(out, g)
-			keys[g] = s.policy.RankGPU(s.node, g, units, s.req)
+			s.keys[g] = s.policy.RankGPU(s.node, g, units, s.req)
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return keys[out[a]] < keys[out[b]] })
+	sort.SliceStable(out, func(a, b int) bool { return s.keys[out[a]] < s.keys[out[b]] })
 	return out
 }
 

@@ -43,7 +43,11 @@ type fragScorer struct {
 type cardMemo struct {
 	units, milliCPU int64
 	after, rank     []float64
+	buf             [2 * memoInlineCards]float64 // after and rank's storage for small nodes
 }
+
+// memoInlineCards is how many cards a cardMemo holds without a second allocation.
+const memoInlineCards = 8
 
 func newFragScorer(d *Distribution, views *fragViews, res PodResources) *fragScorer {
 	if d == nil {
@@ -83,8 +87,16 @@ func (s *fragScorer) publish() {
 		return
 	}
 	s.fresh = false
-	s.entry.memo.Store(&cardMemo{units: s.units, milliCPU: s.res.MilliCPU,
-		after: slices.Clone(s.after), rank: slices.Clone(s.rank)})
+	m := &cardMemo{units: s.units, milliCPU: s.res.MilliCPU}
+	n := len(s.after)
+	vals := m.buf[:]
+	if n > memoInlineCards {
+		vals = make([]float64, 2*n)
+	}
+	m.after, m.rank = vals[:n:n], vals[n:2*n]
+	copy(m.after, s.after)
+	copy(m.rank, s.rank)
+	s.entry.memo.Store(m)
 }
 
 // nanFill returns buf resized to n, every element NaN.

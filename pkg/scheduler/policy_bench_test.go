@@ -107,15 +107,13 @@ func trained(b *testing.B, name string, reqs []struct {
 func decide(nodes []*cache.NodeInfo, req *contract.PodRequest, res PodResources, policy Policy) int {
 	p := ForPod(policy, res)
 	best, bestScore := -1, 0.0
+	var plan Plan
 	for i, n := range nodes {
-		plan, ok := &Plan{}, true
-		if !req.Empty() {
-			plan, ok = PlanPod(n, req, p)
-		}
-		if !ok {
+		plan.Slots = nil
+		if !req.Empty() && !PlanInto(n, req, p, &plan) {
 			continue
 		}
-		if s := p.ScoreNode(n, plan, req); best < 0 || s > bestScore {
+		if s := p.ScoreNode(n, &plan, req); best < 0 || s > bestScore {
 			best, bestScore = i, s
 		}
 	}
