@@ -3,6 +3,7 @@ package scheduler
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -39,15 +40,36 @@ type fragScorer struct {
 
 // cardMemo is what a fragScorer learned about one node snapshot for one pod shape (units per
 // card, CPU request): per card, the fragmentation after the pod and its RankGPU value (NaN if
-// unknown). Immutable once published.
+// unknown). Scorers of later pods copy it in and out under mu; it is allocated once per
+// snapshot and overwritten, not replaced, so that scoring allocates nothing per node.
 type cardMemo struct {
-	units, milliCPU int64
+	mu              sync.Mutex
+	units, milliCPU int64 // the shape after and rank hold; units is 0 before the first store
 	after, rank     []float64
-	buf             [2 * memoInlineCards]float64 // after and rank's storage for small nodes
 }
 
-// memoInlineCards is how many cards a cardMemo holds without a second allocation.
-const memoInlineCards = 8
+// load copies the memo's results into after and rank when it holds the shape's.
+func (m *cardMemo) load(units, milliCPU int64, after, rank []float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.units == units && m.milliCPU == milliCPU {
+		copy(after, m.after)
+		copy(rank, m.rank)
+	}
+}
+
+// store replaces the memo's contents with the shape's results.
+func (m *cardMemo) store(units, milliCPU int64, after, rank []float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.after) != len(after) {
+		vals := make([]float64, 2*len(after))
+		m.after, m.rank = vals[:len(after):len(after)], vals[len(after):]
+	}
+	m.units, m.milliCPU = units, milliCPU
+	copy(m.after, after)
+	copy(m.rank, rank)
+}
 
 func newFragScorer(d *Distribution, views *fragViews, res PodResources) *fragScorer {
 	if d == nil {
@@ -75,10 +97,7 @@ func (s *fragScorer) forUnits(units int64) {
 	s.publish()
 	s.units = units
 	s.after, s.rank = nanFill(s.after, len(s.view.free)), nanFill(s.rank, len(s.view.free))
-	if m := s.entry.memo.Load(); m != nil && m.units == units && m.milliCPU == s.res.MilliCPU {
-		copy(s.after, m.after)
-		copy(s.rank, m.rank)
-	}
+	s.entry.memo.load(units, s.res.MilliCPU, s.after, s.rank)
 }
 
 // publish stores what s learned about the current node in its memo.
@@ -87,16 +106,7 @@ func (s *fragScorer) publish() {
 		return
 	}
 	s.fresh = false
-	m := &cardMemo{units: s.units, milliCPU: s.res.MilliCPU}
-	n := len(s.after)
-	vals := m.buf[:]
-	if n > memoInlineCards {
-		vals = make([]float64, 2*n)
-	}
-	m.after, m.rank = vals[:n:n], vals[n:2*n]
-	copy(m.after, s.after)
-	copy(m.rank, s.rank)
-	s.entry.memo.Store(m)
+	s.entry.memo.store(s.units, s.res.MilliCPU, s.after, s.rank)
 }
 
 // nanFill returns buf resized to n, every element NaN.

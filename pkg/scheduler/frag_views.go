@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 )
@@ -24,7 +23,7 @@ type fragEntry struct {
 	dist *Distribution
 	view *fragView
 	base float64
-	memo atomic.Pointer[cardMemo]
+	memo cardMemo
 }
 
 func newFragViews() *fragViews {
