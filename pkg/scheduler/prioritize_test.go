@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -121,5 +122,61 @@ func TestPassesReuseNoState(t *testing.T) {
 	want[1].Score = extenderv1.MaxExtenderPriority
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Prioritize(few) (-want,+got):\n%s", diff)
+	}
+}
+
+// TestPrioritizeConcurrentShapes: concurrent prioritize calls for pods of different shapes share
+// the fragmentation policies' per-node memo; each still gets the answer it gets alone.
+func TestPrioritizeConcurrentShapes(t *testing.T) {
+	var nodes []*v1.Node
+	var bound []*v1.Pod
+	var names []string
+	for i := range 300 {
+		name := fmt.Sprintf("n%03d", i)
+		nodes = append(nodes, st.MakeNode(name).GPUs(16, 16, 32, 32).Obj())
+		for g, used := range []int64{int64(i % 13), int64(i % 7), int64(i % 29), 0} {
+			if used > 0 {
+				bound = append(bound, st.MakePod().Name(fmt.Sprintf("p-%s-%d", name, g)).GPUMem(used).CPU(1000*used, 1<<30).Node(name).
+					Placement(fmt.Sprintf(`{"0":{"%d":%d}}`, g, used)).Obj())
+			}
+		}
+		names = append(names, name)
+	}
+	pods := []*v1.Pod{st.MakePod().Name("a").GPUMem(4).Obj(), st.MakePod().Name("b").GPUMem(10).CPU(8000, 1<<30).Obj(),
+		st.MakePod().Name("c").GPUMem(4).CPU(30000, 1<<30).Obj()}
+	for _, policy := range []string{"fgd", "fgd-online"} {
+		t.Run(policy, func(t *testing.T) {
+			e := newEnv(t, policy, nodes, bound...)
+			e.ext.Relearn()
+			want := make([]extenderv1.HostPriorityList, len(pods))
+			for i, p := range pods {
+				alone := newEnv(t, policy, nodes, bound...)
+				alone.ext.Relearn()
+				var err error
+				if want[i], err = alone.ext.Prioritize(alone.ctx, &extenderv1.ExtenderArgs{Pod: p, NodeNames: &names}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			for w := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for r := range 10 {
+						i := (w + r) % len(pods)
+						got, err := e.ext.Prioritize(e.ctx, &extenderv1.ExtenderArgs{Pod: pods[i], NodeNames: &names})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if diff := cmp.Diff(want[i], got); diff != "" {
+							t.Errorf("pod %s, concurrent (-alone,+concurrent):\n%s", pods[i].Name, diff)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
 	}
 }
