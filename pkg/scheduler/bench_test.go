@@ -1,9 +1,13 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -183,4 +187,43 @@ func releaseBenchPod(b *testing.B, bc *benchCluster, pod *v1.Pod) {
 	}
 	bc.ext.Cache().RemovePod(pod)
 	bc.api.ClearActions()
+}
+
+// BenchmarkHTTPFilterPrioritize is BenchmarkFilterPrioritize (binpack, the same pod) through the
+// extender's HTTP handler, in process: the extender's share of what kube-scheduler waits for,
+// decoding the requests and encoding the answers as JSON included, the network and
+// kube-scheduler's own encoding and decoding not.
+func BenchmarkHTTPFilterPrioritize(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			bc := newBenchCluster(b, n, "binpack")
+			h := NewHandler(bc.ext, func() bool { return true }, 64<<20, klog.Background())
+			post := func(path string, body []byte) []byte {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Prefix+path, bytes.NewReader(body)))
+				if rec.Code != http.StatusOK {
+					b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+				}
+				return rec.Body.Bytes()
+			}
+			filterBody, err := json.Marshal(bc.args)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var res extenderv1.ExtenderFilterResult
+			if err := json.Unmarshal(post("/filter", filterBody), &res); err != nil || res.NodeNames == nil {
+				b.Fatalf("filter answer: %v", err)
+			}
+			prioBody, err := json.Marshal(&extenderv1.ExtenderArgs{Pod: bc.args.Pod, NodeNames: res.NodeNames})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				post("/filter", filterBody)
+				post("/prioritize", prioBody)
+			}
+		})
+	}
 }

@@ -18,12 +18,13 @@ func parallelize(n int, work func(lo, hi int)) {
 	}
 	var wg sync.WaitGroup
 	size := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += size {
+	for lo := size; lo < n; lo += size {
 		wg.Add(1)
 		go func(lo, hi int) {
 			defer wg.Done()
 			work(lo, hi)
 		}(lo, min(lo+size, n))
 	}
+	work(0, min(size, n)) // the first chunk on the caller's goroutine
 	wg.Wait()
 }
