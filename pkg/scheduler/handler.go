@@ -77,18 +77,18 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 }
 
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var args extenderv1.ExtenderArgs
+	var args extenderArgs
 	if h.decode(w, r, &args) {
-		writeJSON(w, http.StatusOK, h.ext.Filter(h.ctx(r), &args))
+		writeJSON(w, http.StatusOK, h.ext.Filter(h.ctx(r), args.args()))
 	}
 }
 
 func (h *Handler) prioritize(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var args extenderv1.ExtenderArgs
+	var args extenderArgs
 	if !h.decode(w, r, &args) {
 		return
 	}
-	list, err := h.ext.Prioritize(h.ctx(r), &args)
+	list, err := h.ext.Prioritize(h.ctx(r), args.args())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return

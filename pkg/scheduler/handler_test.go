@@ -230,12 +230,12 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "filter with garbage JSON is a 400", method: http.MethodPost, path: pre + "/filter",
 			body: `{"Pod": garbage`, wantStatus: http.StatusBadRequest, wantType: jsonType,
-			want: malformed(pre+"/filter", decodeErr(`{"Pod": garbage`, &extenderv1.ExtenderArgs{})),
+			want: malformed(pre+"/filter", decodeErr(`{"Pod": garbage`, &extenderArgs{})),
 		},
 		{
 			name: "filter with a body of the wrong shape is a 400", method: http.MethodPost, path: pre + "/filter",
 			body: `{"NodeNames":"n1"}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
-			want: malformed(pre+"/filter", decodeErr(`{"NodeNames":"n1"}`, &extenderv1.ExtenderArgs{})),
+			want: malformed(pre+"/filter", decodeErr(`{"NodeNames":"n1"}`, &extenderArgs{})),
 		},
 		{
 			name: "filter with an empty body is a 400", method: http.MethodPost, path: pre + "/filter",
@@ -259,7 +259,7 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "prioritize with garbage JSON is a 400", method: http.MethodPost, path: pre + "/prioritize",
 			body: `[1,2`, wantStatus: http.StatusBadRequest, wantType: jsonType,
-			want: malformed(pre+"/prioritize", decodeErr(`[1,2`, &extenderv1.ExtenderArgs{})),
+			want: malformed(pre+"/prioritize", decodeErr(`[1,2`, &extenderArgs{})),
 		},
 		{
 			name: "prioritize with an oversize body is a 413", method: http.MethodPost, path: pre + "/prioritize",

@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+)
+
+// TestExtenderArgsDecodeLikeKubeSchedulerType: the handler's wire type decodes every body as
+// kube-scheduler's own type does, names with escapes, non-ASCII and odd whitespace included,
+// and fails where it fails.
+func TestExtenderArgsDecodeLikeKubeSchedulerType(t *testing.T) {
+	bodies := []string{
+		`{"NodeNames":["a","b.example.com","node-00001"]}`,
+		`{"NodeNames":[]}`,
+		`{"NodeNames":null}`,
+		`{}`,
+		`{"nodenames":["lower-case key"]}`,
+		"{\"NodeNames\":\n [ \"a\" ,\t\"b\"\r\n ] }",
+		`{"NodeNames":["a\"b","c\\d","\u00e9t\u00e9","\ud83d\ude00"]}`,
+		`{"NodeNames":["été","日本"]}`,
+		"{\"NodeNames\":[\"bad\xffutf8\"]}",
+		`{"NodeNames":["a",1]}`,
+		`{"NodeNames":"a"}`,
+		`{"NodeNames":[["a"]]}`,
+		`{"NodeNames":["a"],"NodeNames":["b"]}`,
+		`{"NodeNames":[""]}`,
+		`{"Pod":{"metadata":{"name":"p"}},"NodeNames":["n1"]}`,
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	pieces := []string{"a", "-", ".", "Z", "9", `\"`, `\\`, `\n`, `\u0041`, "é", " ", "\t"}
+	for range 300 {
+		var names []string
+		for range rng.IntN(6) {
+			var b strings.Builder
+			for range rng.IntN(8) {
+				b.WriteString(pieces[rng.IntN(len(pieces))])
+			}
+			names = append(names, `"`+b.String()+`"`)
+		}
+		sep := []string{",", " , ", ",\n"}[rng.IntN(3)]
+		bodies = append(bodies, fmt.Sprintf(`{"NodeNames":[%s]}`, strings.Join(names, sep)))
+	}
+	for _, body := range bodies {
+		var want extenderv1.ExtenderArgs
+		wantErr := json.Unmarshal([]byte(body), &want)
+		var got extenderArgs
+		gotErr := json.Unmarshal([]byte(body), &got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Errorf("%q: error %v, kube-scheduler's type: %v", body, gotErr, wantErr)
+			continue
+		}
+		if wantErr != nil {
+			continue
+		}
+		if diff := cmp.Diff(&want, got.args()); diff != "" {
+			t.Errorf("%q (-kube-scheduler's type,+ours):\n%s", body, diff)
+		}
+	}
+}
+
+// TestPlainStrings covers the fast path itself: it accepts plain arrays and declines (ok false)
+// whatever it does not decode itself.
+func TestPlainStrings(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		ok   bool
+	}{
+		{in: `["a","b"]`, want: []string{"a", "b"}, ok: true},
+		{in: ` [ ] `, want: []string{}, ok: true},
+		{in: `["a\"b"]`},
+		{in: `["é"]`},
+		{in: "[\"a\tb\"]"},
+		{in: `["a",]`},
+		{in: `["a" "b"]`},
+		{in: `["a"] x`},
+		{in: `{"a":1}`},
+		{in: `["a`},
+		{in: ``},
+	}
+	for _, tt := range tests {
+		got, ok := plainStrings([]byte(tt.in))
+		if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
+			t.Errorf("plainStrings(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
