@@ -253,16 +253,29 @@ func (c *cacheImpl) NodeWithout(name string, uids []types.UID) (*NodeInfo, bool)
 
 func (c *cacheImpl) Lookup(names []string) []*NodeInfo {
 	out := make([]*NodeInfo, len(names))
-	c.LookupInto(names, out)
-	return out
-}
-
-func (c *cacheImpl) LookupInto(names []string, out []*NodeInfo) {
-	out = out[:len(names)]
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, name := range names {
 		out[i] = c.snaps[name]
+	}
+	return out
+}
+
+// visitBatch is how many snapshots Visit takes under one read lock.
+const visitBatch = 64
+
+func (c *cacheImpl) Visit(names []string, visit func(i int, node *NodeInfo)) {
+	var batch [visitBatch]*NodeInfo // on the stack: no write barrier, nothing to clear
+	for lo := 0; lo < len(names); lo += visitBatch {
+		part := names[lo:min(lo+visitBatch, len(names))]
+		c.mu.RLock()
+		for i, name := range part {
+			batch[i] = c.snaps[name]
+		}
+		c.mu.RUnlock()
+		for i, node := range batch[:len(part)] {
+			visit(lo+i, node)
+		}
 	}
 }
 

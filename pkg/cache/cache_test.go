@@ -285,3 +285,39 @@ func TestCompactViews(t *testing.T) {
 		})
 	}
 }
+
+// TestVisit: Visit hands each name's snapshot with its index, in order, nil for unknown names,
+// across its lock batches.
+func TestVisit(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	c := cache.New(contract.DefaultNames(), logger)
+	var names []string
+	for i := range 150 {
+		name := fmt.Sprintf("n%03d", i)
+		if i%7 != 3 { // every seventh name is not a node
+			c.SetNode(st.MakeNode(name).GPUs(16).Obj())
+		}
+		names = append(names, name)
+	}
+	var got []string
+	c.Visit(names, func(i int, node *cache.NodeInfo) {
+		switch {
+		case len(got) != i:
+			t.Fatalf("visited index %d after %d visits", i, len(got))
+		case node == nil:
+			got = append(got, "")
+		default:
+			got = append(got, node.Name)
+		}
+	})
+	var want []string
+	for i, name := range names {
+		if i%7 == 3 {
+			name = ""
+		}
+		want = append(want, name)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Visit (-want,+got):\n%s", diff)
+	}
+}

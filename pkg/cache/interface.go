@@ -56,9 +56,11 @@ type Cache interface {
 	NodeWithout(name string, uids []types.UID) (*NodeInfo, bool)
 	// Lookup returns the snapshots of the named nodes under one lock, nil for unknown names.
 	Lookup(names []string) []*NodeInfo
-	// LookupInto is Lookup writing into out, which must be as long as names; callers that
-	// look up disjoint parts of one list from several goroutines share one buffer this way.
-	LookupInto(names []string, out []*NodeInfo)
+	// Visit calls visit(i, snapshot of names[i]) for each name in order, nil for an unknown
+	// name. Snapshots are taken in small batches under the read lock and visited outside it,
+	// so a pass over thousands of nodes neither holds the lock for long nor keeps a list of
+	// them.
+	Visit(names []string, visit func(i int, node *NodeInfo))
 	// Nodes returns every node's snapshot, sorted by name.
 	Nodes() []*NodeInfo
 }

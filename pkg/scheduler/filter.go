@@ -31,14 +31,15 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	}
 	sc := e.scratch.get(len(names))
 	defer e.scratch.put(sc)
-	nodes, failures := sc.nodes, sc.failures
+	failures := sc.failures
 	if !req.Empty() {
-		parallelize(len(nodes), func(lo, hi int) {
+		parallelize(len(names), func(lo, hi int) {
 			var plan Plan
-			e.cache.LookupInto(names[lo:hi], nodes[lo:hi])
-			for i := lo; i < hi; i++ {
-				failures[i] = e.check(nodes[i], &req, &plan)
-			}
+			e.cache.Visit(names[lo:hi], func(i int, node *cache.NodeInfo) {
+				if fe := e.check(node, &req, &plan); fe != nil {
+					failures[lo+i] = fe
+				}
+			})
 		})
 	}
 	passed := sc.fits

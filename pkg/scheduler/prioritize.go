@@ -33,16 +33,15 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	res := PodResources{MilliCPU: cpu, Memory: mem}
 	sc := e.scratch.get(len(names))
 	defer e.scratch.put(sc)
-	nodes, raw, fits := sc.nodes, sc.raw, sc.fits
-	parallelize(len(nodes), func(lo, hi int) {
+	raw, fits := sc.raw, sc.fits
+	parallelize(len(names), func(lo, hi int) {
 		var plan Plan
 		policy := ForPod(e.policy, res) // one per goroutine
-		e.cache.LookupInto(names[lo:hi], nodes[lo:hi])
-		for i := lo; i < hi; i++ {
-			if nodes[i] != nil && planInto(nodes[i], &req, policy, &plan) {
-				raw[i], fits[i] = policy.ScoreNode(nodes[i], &plan, &req), true
+		e.cache.Visit(names[lo:hi], func(i int, node *cache.NodeInfo) {
+			if node != nil && planInto(node, &req, policy, &plan) {
+				raw[lo+i], fits[lo+i] = policy.ScoreNode(node, &plan, &req), true
 			}
-		}
+		})
 	})
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range raw {

@@ -2,15 +2,12 @@ package scheduler
 
 import (
 	"sync"
-
-	"github.com/gpushare/gpushare/pkg/cache"
 )
 
 // passScratch is the working memory of one filter or prioritize pass over the candidate
 // nodes. Passes take it from a pool, so that a pass over thousands of nodes allocates little
 // more than its answer.
 type passScratch struct {
-	nodes    []*cache.NodeInfo
 	failures []*FitError
 	raw      []float64
 	fits     []bool
@@ -25,17 +22,14 @@ func (p *scratchPool) get(n int) *passScratch {
 	if s == nil {
 		s = &passScratch{}
 	}
-	s.nodes = resize(s.nodes, n)
 	s.failures = resize(s.failures, n)
 	s.raw = resize(s.raw, n)
 	s.fits = resize(s.fits, n)
 	return s
 }
 
-// put returns s to the pool, dropping its references to snapshots and failures so that the
-// pool keeps no old snapshot alive.
+// put returns s to the pool, dropping its references to failures.
 func (p *scratchPool) put(s *passScratch) {
-	clear(s.nodes)
 	clear(s.failures)
 	p.pool.Put(s)
 }
