@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +40,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// policySyncPeriod is how often a policy with per-node state is told the current nodes (it
+// forgets deleted ones).
+const policySyncPeriod = time.Minute
 
 func run(ctx context.Context, cfg *config, policies scheduler.Policies) error {
 	logger := klog.FromContext(ctx)
@@ -72,6 +77,7 @@ func run(ctx context.Context, cfg *config, policies scheduler.Policies) error {
 	go func() { // a learning policy starts from the pods already running
 		if toolscache.WaitForCacheSync(informerCtx.Done(), synced...) {
 			ext.Relearn()
+			ext.RunPolicySync(informerCtx, policySyncPeriod)
 		}
 	}()
 	return scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, cfg.maxBody, logger))

@@ -32,6 +32,9 @@ func (f *fgd) SetDistribution(d *Distribution) { f.dist.Store(d) }
 // Observe does nothing: FGD's distribution is fixed.
 func (f *fgd) Observe(*contract.PodRequest, PodResources) {}
 
+// SyncNodes drops the views of deleted nodes and counts every node's cards in the model supply.
+func (f *fgd) SyncNodes(nodes []*cache.NodeInfo) { f.views.sync(nodes) }
+
 // Rebuild sets the distribution from the pods on nodes.
 func (f *fgd) Rebuild(nodes []*cache.NodeInfo) {
 	f.dist.Store(TypicalDistribution(countPods(nodes), DefaultCoverage))

@@ -54,6 +54,9 @@ func (f *fgdOnline) Observe(req *contract.PodRequest, res PodResources) {
 // rebuilt shapes accept any model until new pods are observed).
 func (f *fgdOnline) Rebuild(nodes []*cache.NodeInfo) { f.learned.reset(countPods(nodes)) }
 
+// SyncNodes drops the views of deleted nodes and counts every node's cards in the model supply.
+func (f *fgdOnline) SyncNodes(nodes []*cache.NodeInfo) { f.views.sync(nodes) }
+
 func (f *fgdOnline) ForPod(res PodResources) Policy {
 	return &fgdOnlinePod{fragPod{s: newFragScorer(f.learned.current.Load(), f.views, res)}}
 }

@@ -53,3 +53,29 @@ func (v *fragViews) pressure(d *Distribution) []float64 {
 	defer v.mu.Unlock()
 	return v.supply.pressure(d, v.models)
 }
+
+// sync makes the views match nodes, every node's current snapshot: the entries and supply of
+// nodes not among them (deleted) go, and every node's cards count in the supply, scored yet or
+// not.
+func (v *fragViews) sync(nodes []*cache.NodeInfo) {
+	live := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		live[n.Name] = true
+	}
+	v.byNode.Range(func(name, _ any) bool {
+		if !live[name.(string)] {
+			v.byNode.Delete(name)
+		}
+		return true
+	})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for name := range v.supply.byNode {
+		if !live[name] {
+			v.supply.remove(name)
+		}
+	}
+	for _, n := range nodes {
+		v.supply.set(n)
+	}
+}

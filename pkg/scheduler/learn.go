@@ -1,7 +1,11 @@
 package scheduler
 
 import (
+	"context"
+	"time"
+
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -24,4 +28,18 @@ func (e *Extender) Relearn() {
 	if l, ok := e.policy.(Learner); ok {
 		l.Rebuild(e.cache.Nodes())
 	}
+}
+
+// SyncPolicy hands every node's snapshot to a policy that keeps per-node state (NodeSyncer),
+// so that it forgets deleted nodes; it does nothing for other policies. RunPolicySync calls it
+// periodically.
+func (e *Extender) SyncPolicy() {
+	if s, ok := e.policy.(NodeSyncer); ok {
+		s.SyncNodes(e.cache.Nodes())
+	}
+}
+
+// RunPolicySync calls SyncPolicy at once and then every period until ctx ends.
+func (e *Extender) RunPolicySync(ctx context.Context, period time.Duration) {
+	wait.UntilWithContext(ctx, func(context.Context) { e.SyncPolicy() }, period)
 }

@@ -3,7 +3,7 @@ package scheduler
 import "github.com/gpushare/gpushare/pkg/cache"
 
 // modelSupply tracks the cluster's healthy GPU units per card model, from the nodes the policy
-// has scored, and derives how hard model-constrained task types press on the models they
+// has scored or been handed by SyncNodes, and derives how hard model-constrained task types press on the models they
 // accept. Not safe for concurrent use (fragViews guards it).
 type modelSupply struct {
 	byNode  map[string]map[string]int64 // node → model → units
@@ -42,6 +42,20 @@ func (m *modelSupply) set(node *cache.NodeInfo) {
 		m.total += u
 	}
 	m.byNode[node.Name] = now
+	m.version++
+}
+
+// remove forgets a node's cards.
+func (m *modelSupply) remove(name string) {
+	old, ok := m.byNode[name]
+	if !ok {
+		return
+	}
+	for model, u := range old {
+		m.byModel[model] -= u
+		m.total -= u
+	}
+	delete(m.byNode, name)
 	m.version++
 }
 

@@ -37,3 +37,10 @@ type Learner interface {
 	Observe(req *contract.PodRequest, res PodResources)
 	Rebuild(nodes []*cache.NodeInfo)
 }
+
+// NodeSyncer is an optional Policy extension for policies that keep state per node. The
+// extender calls SyncNodes now and then with every node's snapshot, so that the policy drops
+// what it holds for deleted nodes and counts nodes it has not scored yet.
+type NodeSyncer interface {
+	SyncNodes(nodes []*cache.NodeInfo)
+}

@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/kubernetes/fake"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// TestSyncPolicyForgetsDeletedNodes: after SyncPolicy, a fragmentation policy holds no view of
+// a deleted node and its model supply counts exactly the nodes the cache has, scored or not.
+func TestSyncPolicyForgetsDeletedNodes(t *testing.T) {
+	for _, name := range []string{"fgd", "fgd-online"} {
+		t.Run(name, func(t *testing.T) {
+			logger, ctx := ktesting.NewTestContext(t)
+			c := cache.New(contract.DefaultNames(), logger)
+			c.SetNode(st.MakeNode("a").GPUs(80, 80).Model(0, "A100").Model(1, "A100").Obj())
+			c.SetNode(st.MakeNode("b").GPUs(16).Obj())
+			c.SetNode(st.MakeNode("c").GPUs(16, 16).Obj())
+			policy, err := NewPolicies().New(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext := NewExtender(c, fake.NewClientset(), policy, contract.DefaultNames())
+			views := viewsOf(t, policy)
+			names := []string{"a", "b", "c"}
+			if _, err := ext.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: st.MakePod().GPUMem(4).Obj(), NodeNames: &names}); err != nil {
+				t.Fatal(err)
+			}
+			if got := viewNames(views); !cmp.Equal(got, map[string]bool{"a": true, "b": true, "c": true}) {
+				t.Fatalf("views after prioritize: %v", got)
+			}
+			c.RemoveNode("b")
+			c.SetNode(st.MakeNode("d").GPUs(32).Model(0, "A100").Obj()) // never scored
+			ext.SyncPolicy()
+			if got, want := viewNames(views), map[string]bool{"a": true, "c": true}; !cmp.Equal(got, want) {
+				t.Errorf("views after sync: %v, want %v", got, want)
+			}
+			views.mu.Lock()
+			defer views.mu.Unlock()
+			want := map[string]int64{"A100": 80 + 80 + 32, "Tesla T4": 16 + 16}
+			if diff := cmp.Diff(want, nonZero(views.supply.byModel)); diff != "" {
+				t.Errorf("supply by model (-want,+got):\n%s", diff)
+			}
+			if views.supply.total != 224 {
+				t.Errorf("supply total %d, want 224", views.supply.total)
+			}
+			if _, ok := views.supply.byNode["b"]; ok {
+				t.Error("supply still holds deleted node b")
+			}
+		})
+	}
+}
+
+// viewsOf is a fragmentation policy's per-node views.
+func viewsOf(t *testing.T, p Policy) *fragViews {
+	t.Helper()
+	switch p := p.(type) {
+	case *fgd:
+		return p.views
+	case *fgdOnline:
+		return p.views
+	}
+	t.Fatalf("%T keeps no fragmentation views", p)
+	return nil
+}
+
+// viewNames lists the nodes views holds an entry for.
+func viewNames(v *fragViews) map[string]bool {
+	out := map[string]bool{}
+	v.byNode.Range(func(name, _ any) bool {
+		out[name.(string)] = true
+		return true
+	})
+	return out
+}
+
+// nonZero is m without its zero entries (a model whose last node went).
+func nonZero(m map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
