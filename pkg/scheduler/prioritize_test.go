@@ -126,7 +126,8 @@ func TestPassesReuseNoState(t *testing.T) {
 }
 
 // TestPrioritizeConcurrentShapes: concurrent prioritize calls for pods of different shapes share
-// the fragmentation policies' per-node memo; each still gets the answer it gets alone.
+// the fragmentation policies' per-node memo, while the policy is synced with the nodes; each
+// still gets the answer it gets alone.
 func TestPrioritizeConcurrentShapes(t *testing.T) {
 	var nodes []*v1.Node
 	var bound []*v1.Pod
@@ -158,6 +159,19 @@ func TestPrioritizeConcurrentShapes(t *testing.T) {
 				}
 			}
 			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			syncer := make(chan struct{})
+			go func() { // the periodic policy sync, as often as it can
+				defer close(syncer)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						e.ext.SyncPolicy()
+					}
+				}
+			}()
 			for w := range 6 {
 				wg.Add(1)
 				go func() {
@@ -177,6 +191,8 @@ func TestPrioritizeConcurrentShapes(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			close(stop)
+			<-syncer
 		})
 	}
 }
