@@ -15,11 +15,11 @@ import (
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/fake"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
-	st "github.com/gpushare/gpushare/pkg/deviceplugin/testing"
 )
 
 // BenchmarkAllocate measures Allocate with 100 equal pods bound to the node, admitted in
@@ -87,7 +87,7 @@ func benchPods(n int) ([]*v1.Pod, []runtime.Object) {
 	var pods []*v1.Pod
 	for i := range n {
 		pod := st.MakePod().Name(fmt.Sprintf("p%03d", i)).Node(testNode).Created(t0.Add(time.Duration(i)*time.Second)).
-			Container("c", 2).Placement(contract.Allocation{"0": {i % 8: 2}}).Obj()
+			NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {i % 8: 2}}).Obj()
 		pods = append(pods, pod)
 		objs = append(objs, pod)
 	}

@@ -13,9 +13,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
-	st "github.com/gpushare/gpushare/pkg/deviceplugin/testing"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -31,24 +31,24 @@ func TestAllocateEnv(t *testing.T) {
 	}{
 		{
 			name: "one container on GPU 3",
-			pod:  st.MakePod().Name("p").Node(testNode).Container("c", 4).Placement(contract.Allocation{"0": {3: 4}}).Obj(),
+			pod:  st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 4).Allocation(contract.Allocation{"0": {3: 4}}).Obj(),
 			want: map[string]map[string]string{"c": env(uuid(3), "3", "4", "4", "40")},
 		},
 		{
 			name: "larger card of a mixed node",
-			pod:  st.MakePod().Name("p").Node(testNode).Container("c", 50).Placement(contract.Allocation{"0": {1: 50}}).Obj(),
+			pod:  st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 50).Allocation(contract.Allocation{"0": {1: 50}}).Obj(),
 			want: map[string]map[string]string{"c": env(uuid(1), "1", "50", "50", "80")},
 		},
 		{
 			name: "two cards for one container",
-			pod: st.MakePod().Name("p").Node(testNode).Annotation(contract.DefaultGPUsPerContainer, "2").Container("c", 8).
-				Placement(contract.Allocation{"0": {5: 4, 2: 4}}).Obj(),
+			pod: st.MakePod().Name("p").Node(testNode).Annotation(contract.DefaultGPUsPerContainer, "2").NamedGPUMem("c", 8).
+				Allocation(contract.Allocation{"0": {5: 4, 2: 4}}).Obj(),
 			want: map[string]map[string]string{"c": env(uuid(2)+","+uuid(5), "2,5", "8", "8", "40")},
 		},
 		{
 			name: "init and two app containers, one without gpu-mem",
-			pod: st.MakePod().Name("p").Node(testNode).InitContainer("i", 6).Container("a", 2).Container("none", 0).Container("b", 3).
-				Placement(contract.Allocation{"init-0": {4: 6}, "0": {4: 2}, "2": {6: 3}}).Obj(),
+			pod: st.MakePod().Name("p").Node(testNode).NamedInitGPUMem("i", 6).NamedGPUMem("a", 2).NamedGPUMem("none", 0).NamedGPUMem("b", 3).
+				Allocation(contract.Allocation{"init-0": {4: 6}, "0": {4: 2}, "2": {6: 3}}).Obj(),
 			want: map[string]map[string]string{
 				"i": env(uuid(4), "4", "6", "6", "40"),
 				"a": env(uuid(4), "4", "6", "2", "40"),
@@ -57,7 +57,7 @@ func TestAllocateEnv(t *testing.T) {
 		},
 		{
 			name: "legacy index annotation only",
-			pod:  st.MakePod().Name("p").Node(testNode).Container("c", 2).Annotation(contract.AnnotationIndex, "7").Obj(),
+			pod:  st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 2).Annotation(contract.AnnotationIndex, "7").Obj(),
 			want: map[string]map[string]string{"c": env(uuid(7), "7", "2", "2", "40")},
 		},
 	}
@@ -82,7 +82,7 @@ func env(uuids, idx, pod, container, dev string) map[string]string {
 }
 
 func TestAllocateErrors(t *testing.T) {
-	placed := st.MakePod().Name("p").Node(testNode).Container("c", 2).Placement(contract.Allocation{"0": {0: 2}}).Obj()
+	placed := st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {0: 2}}).Obj()
 	tests := []struct {
 		name     string
 		pods     []*v1.Pod
@@ -93,17 +93,17 @@ func TestAllocateErrors(t *testing.T) {
 		{name: "no pod at all", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no pod bound to node n1"},
 		{
 			name: "pod without placement", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no placement annotation",
-			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).Container("c", 1).Obj()},
+			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 1).Obj()},
 		},
 		{name: "size mismatch", pods: []*v1.Pod{placed}, ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: `next container "c" asks 2`},
 		{name: "unknown device", pods: []*v1.Pod{placed}, ids: []string{"GPU-nope::0", "x"}, wantCode: codes.InvalidArgument, wantMsg: "unknown device ID"},
 		{
 			name: "placement on a missing GPU", ids: []string{uuid(0) + "::0"}, wantCode: codes.FailedPrecondition, wantMsg: "does not have",
-			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).Container("c", 1).Placement(contract.Allocation{"0": {9: 1}}).Obj()},
+			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 1).Allocation(contract.Allocation{"0": {9: 1}}).Obj()},
 		},
 		{
 			name: "pod of another node", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no pod bound",
-			pods: []*v1.Pod{st.MakePod().Name("p").Node("n2").Container("c", 1).Placement(contract.Allocation{"0": {0: 1}}).Obj()},
+			pods: []*v1.Pod{st.MakePod().Name("p").Node("n2").NamedGPUMem("c", 1).Allocation(contract.Allocation{"0": {0: 1}}).Obj()},
 		},
 	}
 	for _, tt := range tests {
@@ -122,18 +122,18 @@ type shape func(i int) *v1.Pod
 
 func equalPods(i int) *v1.Pod {
 	return st.MakePod().Name(fmt.Sprintf("p%02d", i)).Node(testNode).Created(t0.Add(time.Duration(i)*time.Second)).
-		Container("c", 4).Placement(contract.Allocation{"0": {i % 8: 4}}).Obj()
+		NamedGPUMem("c", 4).Allocation(contract.Allocation{"0": {i % 8: 4}}).Obj()
 }
 
 func initPods(i int) *v1.Pod {
 	return st.MakePod().Name(fmt.Sprintf("p%02d", i)).Node(testNode).Created(t0.Add(time.Duration(i)*time.Second)).
-		InitContainer("setup", 2).Container("a", 2).Container("sidecar", 0).Container("b", 3).
-		Placement(contract.Allocation{"init-0": {i % 8: 2}, "0": {i % 8: 2}, "2": {(i + 1) % 8: 3}}).Obj()
+		NamedInitGPUMem("setup", 2).NamedGPUMem("a", 2).NamedGPUMem("sidecar", 0).NamedGPUMem("b", 3).
+		Allocation(contract.Allocation{"init-0": {i % 8: 2}, "0": {i % 8: 2}, "2": {(i + 1) % 8: 3}}).Obj()
 }
 
 func sameSecondPods(i int) *v1.Pod {
 	return st.MakePod().Name(fmt.Sprintf("p%02d", i)).Node(testNode).Created(t0).
-		Container("c", 2).Placement(contract.Allocation{"0": {(i * 3) % 8: 2}}).Obj()
+		NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {(i * 3) % 8: 2}}).Obj()
 }
 
 func TestShuffledAdmission(t *testing.T) {

@@ -7,15 +7,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
-	st "github.com/gpushare/gpushare/pkg/deviceplugin/testing"
 )
 
 // TestAfterPluginRestart: a pod allocated before the plugin restarted is known only to the
 // kubelet; it must not be chosen again, and it still gets marked assigned.
 func TestAfterPluginRestart(t *testing.T) {
-	old := st.MakePod().Name("old").Node(testNode).Created(t0).Container("c", 4).Placement(contract.Allocation{"0": {0: 4}}).Obj()
+	old := st.MakePod().Name("old").Node(testNode).Created(t0).NamedGPUMem("c", 4).Allocation(contract.Allocation{"0": {0: 4}}).Obj()
 	tests := []struct {
 		name         string
 		mode         kubeletMode
@@ -29,8 +29,8 @@ func TestAfterPluginRestart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			newer := st.MakePod().Name("new").Node(testNode).Created(t0.Add(time.Second)).Container("c", 4).
-				Placement(contract.Allocation{"0": {1: 4}}).Obj()
+			newer := st.MakePod().Name("new").Node(testNode).Created(t0.Add(time.Second)).NamedGPUMem("c", 4).
+				Allocation(contract.Allocation{"0": {1: 4}}).Obj()
 			h := newHarness(t, tt.mode, mockhost.Options{MemoryBytes: 40 << 30}, old, newer)
 			h.kubelet.AddPod(old) // allocated by the previous plugin process
 			h.kubelet.SetDevices(old, "c", contract.DefaultResourceName, []string{uuid(0) + "::0", uuid(0) + "::1", uuid(0) + "::2", uuid(0) + "::3"})

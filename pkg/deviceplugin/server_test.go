@@ -22,11 +22,11 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/fake"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
-	st "github.com/gpushare/gpushare/pkg/deviceplugin/testing"
 )
 
 // fakeRegistration is kubelet's Registration service on a unix socket.
@@ -64,7 +64,7 @@ func TestRunRegistersServesAndWatchesHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := st.MakePod().Name("p").Node(testNode).Container("c", 3).Placement(contract.Allocation{"0": {1: 3}}).Obj()
+	pod := st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 3).Allocation(contract.Allocation{"0": {1: 3}}).Obj()
 	client := k8sfake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, pod)
 	p, err := New(nvml.New(host), client, WithNodeName(testNode), WithKubeletDir(dir), WithLogger(logger),
 		WithPodSource(fake.ClientPods{Client: client, Node: testNode}), WithResyncPeriod(10*time.Millisecond), WithResolveWait(0))

@@ -6,8 +6,10 @@
 package testing
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -49,6 +51,19 @@ func (p *PodWrapper) InitGPUMem(units int64) *PodWrapper {
 	return p
 }
 
+// NamedGPUMem adds an app container with the given name asking units of gpu-mem (none when
+// units is 0): for tests where container names matter, as they do to the kubelet.
+func (p *PodWrapper) NamedGPUMem(name string, units int64) *PodWrapper {
+	p.Spec.Containers = append(p.Spec.Containers, container(name, units))
+	return p
+}
+
+// NamedInitGPUMem adds an init container with the given name asking units of gpu-mem.
+func (p *PodWrapper) NamedInitGPUMem(name string, units int64) *PodWrapper {
+	p.Spec.InitContainers = append(p.Spec.InitContainers, container(name, units))
+	return p
+}
+
 // Container adds an app container asking no gpu-mem.
 func (p *PodWrapper) Container() *PodWrapper { return p.GPUMem(0) }
 
@@ -72,6 +87,25 @@ func (p *PodWrapper) Annotation(k, v string) *PodWrapper { p.Annotations[k] = v;
 // Placement sets the placement annotation from a JSON allocation such as {"0":{"1":4}}.
 func (p *PodWrapper) Placement(allocJSON string) *PodWrapper {
 	return p.Annotation(contract.AnnotationAllocation, allocJSON)
+}
+
+// Allocation writes the extender's annotations for alloc (container key → GPU index → units)
+// as a bind leaves them: the placement, the first GPU's index and assigned=false.
+func (p *PodWrapper) Allocation(alloc contract.Allocation) *PodWrapper {
+	raw, err := json.Marshal(alloc)
+	if err != nil {
+		panic(fmt.Sprintf("allocation %v: %v", alloc, err))
+	}
+	p.Annotations[contract.AnnotationAllocation] = string(raw)
+	p.Annotations[contract.AnnotationIndex] = strconv.Itoa(alloc.GPUs()[0])
+	p.Annotations[contract.AnnotationAssigned] = "false"
+	return p
+}
+
+// Created sets the creation time.
+func (p *PodWrapper) Created(t time.Time) *PodWrapper {
+	p.CreationTimestamp = metav1.NewTime(t)
+	return p
 }
 
 // Phase sets the pod's phase.

@@ -8,9 +8,11 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
-func TestMakePodRoundTrips(t *testing.T) {
-	pod := MakePod().Name("p").Node("n1").InitContainer("i", 1).Container("a", 2).Container("b", 0).
-		Placement(contract.Allocation{"init-0": {1: 1}, "0": {1: 2}}).Obj()
+// TestAllocationRoundTrips: a pod built with Allocation reads back, through the contract, as
+// the placement it was given.
+func TestAllocationRoundTrips(t *testing.T) {
+	pod := MakePod().Name("p").Node("n1").NamedInitGPUMem("i", 1).NamedGPUMem("a", 2).NamedGPUMem("b", 0).
+		Allocation(contract.Allocation{"init-0": {1: 1}, "0": {1: 2}}).Obj()
 	names := contract.DefaultNames()
 	req, err := contract.ParseRequest(pod, &names)
 	if err != nil {
@@ -25,5 +27,8 @@ func TestMakePodRoundTrips(t *testing.T) {
 	}
 	if got := pod.Annotations[contract.AnnotationIndex]; got != "1" {
 		t.Errorf("index annotation = %q, want 1", got)
+	}
+	if got := []string{pod.Spec.InitContainers[0].Name, pod.Spec.Containers[0].Name, pod.Spec.Containers[1].Name}; !cmp.Equal(got, []string{"i", "a", "b"}) {
+		t.Errorf("container names %v", got)
 	}
 }
