@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -122,7 +123,24 @@ type NodeInfo struct {
 	AllocatableMemory int64 `json:"allocatableMemory"`
 	// RequestedMemory is the memory requested by all pods on the node.
 	RequestedMemory int64 `json:"requestedMemory"`
+
+	// derived holds a derivedBox (see Derived).
+	derived atomic.Value
 }
+
+// derivedBox wraps what SetDerived stores, so that values of any type can follow each other.
+type derivedBox struct{ v any }
+
+// Derived returns what a placement policy stored with SetDerived, or nil.
+func (n *NodeInfo) Derived() any {
+	b, _ := n.derived.Load().(derivedBox)
+	return b.v
+}
+
+// SetDerived keeps v with the snapshot: data a placement policy computed from this snapshot
+// alone, found again without a lookup by name and dropped with the snapshot. The cache never
+// reads it; the last call wins. Safe for concurrent use.
+func (n *NodeInfo) SetDerived(v any) { n.derived.Store(derivedBox{v}) }
 
 // maxInlineCards is how many cards a snapshot keeps inline.
 const maxInlineCards = 8

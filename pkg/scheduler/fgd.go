@@ -32,7 +32,7 @@ func (f *fgd) SetDistribution(d *Distribution) { f.dist.Store(d) }
 // Observe does nothing: FGD's distribution is fixed.
 func (f *fgd) Observe(*contract.PodRequest, PodResources) {}
 
-// SyncNodes drops the views of deleted nodes and counts every node's cards in the model supply.
+// SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out).
 func (f *fgd) SyncNodes(nodes []*cache.NodeInfo) { f.views.sync(nodes) }
 
 // Rebuild sets the distribution from the pods on nodes.

@@ -54,7 +54,7 @@ func (f *fgdOnline) Observe(req *contract.PodRequest, res PodResources) {
 // rebuilt shapes accept any model until new pods are observed).
 func (f *fgdOnline) Rebuild(nodes []*cache.NodeInfo) { f.learned.reset(countPods(nodes)) }
 
-// SyncNodes drops the views of deleted nodes and counts every node's cards in the model supply.
+// SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out).
 func (f *fgdOnline) SyncNodes(nodes []*cache.NodeInfo) { f.views.sync(nodes) }
 
 func (f *fgdOnline) ForPod(res PodResources) Policy {

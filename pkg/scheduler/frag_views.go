@@ -8,9 +8,9 @@ import (
 
 // fragViews memoises each node's fragView and fragmentation for its current snapshot and the
 // current distribution: snapshots are immutable and replaced on every change, so a node's entry
-// is valid while both pointers match. It holds one entry per node name. Safe for concurrent use.
+// is valid while both pointers match. Entries live on the snapshots; fragViews keeps the model
+// supply. Safe for concurrent use.
 type fragViews struct {
-	byNode sync.Map   // node name → *fragEntry; read without locking on every node of a pass
 	mu     sync.Mutex // guards supply
 	supply *modelSupply
 	models *modelMatcher
@@ -18,9 +18,11 @@ type fragViews struct {
 }
 
 // fragEntry is a node's prepared view and its fragmentation before any new pod, immutable,
-// and the memo of the last pod shape scored on it.
+// and the memo of the last pod shape scored on it. It is kept with the node's snapshot
+// (NodeInfo.SetDerived), so it goes when the snapshot does.
 type fragEntry struct {
-	dist *Distribution
+	owner *fragViews
+	dist  *Distribution
 	view *fragView
 	base float64
 	memo cardMemo
@@ -32,14 +34,12 @@ func newFragViews() *fragViews {
 
 // get returns node's view and fragmentation under d, computing them when node or d changed.
 func (v *fragViews) get(node *cache.NodeInfo, d *Distribution) *fragEntry {
-	if got, ok := v.byNode.Load(node.Name); ok {
-		if e := got.(*fragEntry); e.view.node == node && e.dist == d {
-			return e
-		}
+	if e, ok := node.Derived().(*fragEntry); ok && e.owner == v && e.dist == d && e.view.node == node {
+		return e
 	}
 	view := newFragView(node, d, v.models)
-	e := &fragEntry{dist: d, view: view, base: view.frag(d, view.free, view.cpu)}
-	v.byNode.Store(node.Name, e)
+	e := &fragEntry{owner: v, dist: d, view: view, base: view.frag(d, view.free, view.cpu)}
+	node.SetDerived(e)
 	v.mu.Lock()
 	v.supply.set(node)
 	v.mu.Unlock()
@@ -54,20 +54,14 @@ func (v *fragViews) pressure(d *Distribution) []float64 {
 	return v.supply.pressure(d, v.models)
 }
 
-// sync makes the views match nodes, every node's current snapshot: the entries and supply of
-// nodes not among them (deleted) go, and every node's cards count in the supply, scored yet or
-// not.
+// sync makes the model supply match nodes, every node's current snapshot: nodes not among
+// them (deleted) go, and every node's cards count, scored yet or not. (Views go with their
+// snapshots.)
 func (v *fragViews) sync(nodes []*cache.NodeInfo) {
 	live := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		live[n.Name] = true
 	}
-	v.byNode.Range(func(name, _ any) bool {
-		if !live[name.(string)] {
-			v.byNode.Delete(name)
-		}
-		return true
-	})
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for name := range v.supply.byNode {

@@ -38,7 +38,7 @@ type Learner interface {
 	Rebuild(nodes []*cache.NodeInfo)
 }
 
-// NodeSyncer is an optional Policy extension for policies that keep state per node. The
+// NodeSyncer is an optional Policy extension for policies that keep state per node name. The
 // extender calls SyncNodes now and then with every node's snapshot, so that the policy drops
 // what it holds for deleted nodes and counts nodes it has not scored yet.
 type NodeSyncer interface {
