@@ -23,9 +23,9 @@ type fragViews struct {
 type fragEntry struct {
 	owner *fragViews
 	dist  *Distribution
-	view *fragView
-	base float64
-	memo cardMemo
+	view  *fragView
+	base  float64
+	memo  cardMemo
 }
 
 func newFragViews() *fragViews {
