@@ -48,14 +48,17 @@ type cardMemo struct {
 	after, rank     []float64
 }
 
-// load copies the memo's results into after and rank when it holds the shape's.
-func (m *cardMemo) load(units, milliCPU int64, after, rank []float64) {
+// load copies the memo's results into after and rank (as long as the node has cards) when it
+// holds the shape's, and reports whether it did.
+func (m *cardMemo) load(units, milliCPU int64, after, rank []float64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.units == units && m.milliCPU == milliCPU {
-		copy(after, m.after)
-		copy(rank, m.rank)
+	if m.units != units || m.milliCPU != milliCPU || len(m.after) != len(after) {
+		return false
 	}
+	copy(after, m.after)
+	copy(rank, m.rank)
+	return true
 }
 
 // store replaces the memo's contents with the shape's results.
@@ -96,8 +99,12 @@ func (s *fragScorer) forUnits(units int64) {
 	}
 	s.publish()
 	s.units = units
-	s.after, s.rank = nanFill(s.after, len(s.view.free)), nanFill(s.rank, len(s.view.free))
-	s.entry.memo.load(units, s.res.MilliCPU, s.after, s.rank)
+	n := len(s.view.free)
+	s.after, s.rank = slices.Grow(s.after[:0], n)[:n], slices.Grow(s.rank[:0], n)[:n]
+	if !s.entry.memo.load(units, s.res.MilliCPU, s.after, s.rank) {
+		nanFill(s.after)
+		nanFill(s.rank)
+	}
 }
 
 // publish stores what s learned about the current node in its memo.
@@ -109,13 +116,11 @@ func (s *fragScorer) publish() {
 	s.entry.memo.store(s.units, s.res.MilliCPU, s.after, s.rank)
 }
 
-// nanFill returns buf resized to n, every element NaN.
-func nanFill(buf []float64, n int) []float64 {
-	buf = buf[:0]
-	for range n {
-		buf = append(buf, math.NaN())
+// nanFill sets every element of buf to NaN (unknown).
+func nanFill(buf []float64) {
+	for i := range buf {
+		buf[i] = math.NaN()
 	}
-	return buf
 }
 
 // cardDelta is the change in fragmentation (milli-GPU) of placing units on card g of node.
