@@ -56,6 +56,14 @@ func (f *fgd) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodReque
 // the card's fragmentation change.
 type fragPod struct{ s *fragScorer }
 
+func (p *fragPod) pickedCard(node *cache.NodeInfo, units int64, req *contract.PodRequest) (int, bool) {
+	return p.s.pickedCard(node, units, req)
+}
+
+func (p *fragPod) cardPicked(node *cache.NodeInfo, units int64, req *contract.PodRequest, g int) {
+	p.s.cardPicked(node, units, req, g)
+}
+
 func (p *fragPod) RankGPU(node *cache.NodeInfo, g int, units int64, _ *contract.PodRequest) float64 {
 	return p.s.cardRank(node, g, units)
 }

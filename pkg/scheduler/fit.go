@@ -46,9 +46,17 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 		return false, true
 	}
 	var best int
-	if fo, ok := policy.(freeOrderer); ok {
+	cp, picks := policy.(cardPicker)
+	switch fo, ok := policy.(freeOrderer); {
+	case ok:
 		best = bestByFree(node, req, units, fo.emptiestFirst())
-	} else {
+	case picks:
+		var known bool
+		if best, known = cp.pickedCard(node, units, req); !known {
+			best = bestByRank(node, req, units, policy)
+			cp.cardPicked(node, units, req, best)
+		}
+	default:
 		best = bestByRank(node, req, units, policy)
 	}
 	if best < 0 {
@@ -57,6 +65,16 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 	p.one[0] = Slot{Container: 0, GPU: best, Units: units}
 	p.Slots = p.one[:]
 	return true, true
+}
+
+// cardPicker is implemented by policies that remember which card of a node bestByRank chose
+// for a one-card container (the choice depends on the node's snapshot and the pod's shape
+// only), so that planning the same shape again on the same snapshot skips the ranking.
+type cardPicker interface {
+	// pickedCard returns the card remembered for units on node, if any.
+	pickedCard(node *cache.NodeInfo, units int64, req *contract.PodRequest) (g int, known bool)
+	// cardPicked remembers that bestByRank chose card g (-1: none) for units on node.
+	cardPicked(node *cache.NodeInfo, units int64, req *contract.PodRequest, g int)
 }
 
 // bestByRank is the position of the card policy ranks first among those where a one-card

@@ -25,6 +25,8 @@ type fragScorer struct {
 	// result for it; NaN if unknown. units is what they hold results for, -1 for nothing.
 	after, rank []float64
 	units       int64
+	// picked is the card planning chose for units on the node (cardPicker), -2 if unknown.
+	picked int
 	// fresh is true when after or rank gained results since the node's memo was read.
 	fresh bool
 	work  []int64
@@ -46,30 +48,31 @@ type cardMemo struct {
 	mu              sync.Mutex
 	units, milliCPU int64 // the shape after and rank hold; units is 0 before the first store
 	after, rank     []float64
+	picked          int // see fragScorer.picked
 }
 
 // load copies the memo's results into after and rank (as long as the node has cards) when it
 // holds the shape's, and reports whether it did.
-func (m *cardMemo) load(units, milliCPU int64, after, rank []float64) bool {
+func (m *cardMemo) load(units, milliCPU int64, after, rank []float64) (picked int, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.units != units || m.milliCPU != milliCPU || len(m.after) != len(after) {
-		return false
+		return 0, false
 	}
 	copy(after, m.after)
 	copy(rank, m.rank)
-	return true
+	return m.picked, true
 }
 
 // store replaces the memo's contents with the shape's results.
-func (m *cardMemo) store(units, milliCPU int64, after, rank []float64) {
+func (m *cardMemo) store(units, milliCPU int64, after, rank []float64, picked int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.after) != len(after) {
 		vals := make([]float64, 2*len(after))
 		m.after, m.rank = vals[:len(after):len(after)], vals[len(after):]
 	}
-	m.units, m.milliCPU = units, milliCPU
+	m.units, m.milliCPU, m.picked = units, milliCPU, picked
 	copy(m.after, after)
 	copy(m.rank, rank)
 }
@@ -101,9 +104,11 @@ func (s *fragScorer) forUnits(units int64) {
 	s.units = units
 	n := len(s.view.free)
 	s.after, s.rank = slices.Grow(s.after[:0], n)[:n], slices.Grow(s.rank[:0], n)[:n]
-	if !s.entry.memo.load(units, s.res.MilliCPU, s.after, s.rank) {
+	var ok bool
+	if s.picked, ok = s.entry.memo.load(units, s.res.MilliCPU, s.after, s.rank); !ok {
 		nanFill(s.after)
 		nanFill(s.rank)
+		s.picked = -2
 	}
 }
 
@@ -113,7 +118,7 @@ func (s *fragScorer) publish() {
 		return
 	}
 	s.fresh = false
-	s.entry.memo.store(s.units, s.res.MilliCPU, s.after, s.rank)
+	s.entry.memo.store(s.units, s.res.MilliCPU, s.after, s.rank, s.picked)
 }
 
 // nanFill sets every element of buf to NaN (unknown).
@@ -148,6 +153,27 @@ func (s *fragScorer) cardRank(node *cache.NodeInfo, g int, units int64) float64 
 		s.fresh = true
 	}
 	return s.rank[g]
+}
+
+// pickedCard returns the card planning chose for units on node for a pod of this shape
+// accepting any model; a pod constrained to models ranks afresh.
+func (s *fragScorer) pickedCard(node *cache.NodeInfo, units int64, req *contract.PodRequest) (int, bool) {
+	if len(req.Models) > 0 {
+		return 0, false
+	}
+	s.use(node)
+	s.forUnits(units)
+	return s.picked, s.picked > -2
+}
+
+// cardPicked remembers planning's choice for a pod accepting any model.
+func (s *fragScorer) cardPicked(node *cache.NodeInfo, units int64, req *contract.PodRequest, g int) {
+	if len(req.Models) > 0 {
+		return
+	}
+	s.use(node)
+	s.forUnits(units)
+	s.picked, s.fresh = g, true
 }
 
 // groupWeights returns weights for the current node, computing them on first use.
