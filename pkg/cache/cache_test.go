@@ -244,7 +244,7 @@ func TestRebuild(t *testing.T) {
 	}
 }
 
-// TestCompactViews checks the snapshot's compact per-card views (UsableFree, CardFits) against
+// TestCompactViews checks the snapshot's compact per-card view (UsableFree) against
 // its GPUs, inline (up to 8 cards) and beyond, and for a NodeInfo built by hand.
 func TestCompactViews(t *testing.T) {
 	for _, cards := range []int{3, 8, 10} {
@@ -264,10 +264,8 @@ func TestCompactViews(t *testing.T) {
 			byHand := &cache.NodeInfo{Name: "n", GPUs: snap.GPUs}
 			for _, n := range []*cache.NodeInfo{snap, byHand} {
 				var wantFree []int64
-				var wantFits []cache.CardFit
 				for _, g := range n.GPUs {
 					free := g.Capacity - g.Used
-					wantFits = append(wantFits, cache.CardFit{Free: free, Used: g.Used, Capacity: g.Capacity, Healthy: g.Healthy})
 					if !g.Healthy {
 						free = -1
 					}
@@ -275,9 +273,6 @@ func TestCompactViews(t *testing.T) {
 				}
 				if diff := cmp.Diff(wantFree, n.UsableFree()); diff != "" {
 					t.Errorf("UsableFree (-want,+got):\n%s", diff)
-				}
-				if diff := cmp.Diff(wantFits, n.CardFits()); diff != "" {
-					t.Errorf("CardFits (-want,+got):\n%s", diff)
 				}
 			}
 			if got := snap.UsableFree()[cards-1]; got != 16-int64(5+cards-1) {

@@ -175,19 +175,6 @@ func usableFree(g *GPUInfo) int64 {
 	return g.Free()
 }
 
-// CardFits returns the compact view of every card, in GPUs' order: Cards when the cache
-// filled it, else (a NodeInfo built by hand) a copy computed from GPUs.
-func (n *NodeInfo) CardFits() []CardFit {
-	if len(n.Cards) == len(n.GPUs) {
-		return n.Cards
-	}
-	out := make([]CardFit, len(n.GPUs))
-	for g := range out {
-		out[g] = n.Card(g)
-	}
-	return out
-}
-
 // SharesGPUs reports whether the node is a GPU-sharing node: it has cards or holds gpu-mem.
 func (n *NodeInfo) SharesGPUs() bool { return len(n.GPUs) > 0 || n.PendingUnits > 0 }
 

@@ -37,7 +37,7 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
 }
 
 // Summarize fills the fields derived from GPUs and PendingUnits: MaxFree, the compact card
-// views (CardFits, UsableFree) and the unit totals. The cache does it for every snapshot; code
+// views (Cards, UsableFree) and the unit totals. The cache does it for every snapshot; code
 // that builds a NodeInfo itself (tests, tools) calls it once GPUs are set, as placement reads
 // MaxFree.
 func (n *NodeInfo) Summarize() {

@@ -81,8 +81,8 @@ type cardPicker interface {
 // container of units fits (the lowest index on ties), or -1.
 func bestByRank(node *cache.NodeInfo, req *contract.PodRequest, units int64, policy Policy) int {
 	best, bestRank := -1, 0.0
-	for g, free := range node.UsableFree() { // an unhealthy card's -1 is below any ask
-		if free < units || (len(req.Models) > 0 && !req.AcceptsModel(node.GPUs[g].Model)) {
+	for g, free := range node.UsableFree() {
+		if !fitsOneCard(node, g, free, units, req) {
 			continue
 		}
 		if r := policy.RankGPU(node, g, units, req); best < 0 || r < bestRank {
@@ -100,8 +100,8 @@ func bestByFree(node *cache.NodeInfo, req *contract.PodRequest, units int64, emp
 		sign = -1
 	}
 	best, bestKey := -1, int64(0)
-	for g, free := range node.UsableFree() { // an unhealthy card's -1 is below any ask
-		if free < units || (len(req.Models) > 0 && !req.AcceptsModel(node.GPUs[g].Model)) {
+	for g, free := range node.UsableFree() {
+		if !fitsOneCard(node, g, free, units, req) {
 			continue
 		}
 		if k := sign * free; best < 0 || k < bestKey {
@@ -109,6 +109,12 @@ func bestByFree(node *cache.NodeInfo, req *contract.PodRequest, units int64, emp
 		}
 	}
 	return best
+}
+
+// fitsOneCard reports whether card g of node, with free units as UsableFree gives them (an
+// unhealthy card's -1 is below any ask), takes a one-card container of units under req's models.
+func fitsOneCard(node *cache.NodeInfo, g int, free, units int64, req *contract.PodRequest) bool {
+	return free >= units && (len(req.Models) == 0 || req.AcceptsModel(node.GPUs[g].Model))
 }
 
 func usable(node *cache.NodeInfo, g int, req *contract.PodRequest) bool {

@@ -91,7 +91,7 @@ func (v *fragView) frag(d *Distribution, free []int64, cpu int64) float64 {
 	total := d.cpuOnly * float64(idle)
 	for i := range d.groups {
 		g := &d.groups[i]
-		all := g.cum[len(g.cum)-1]
+		all := g.all
 		fit := g.weightFitting(cpu)
 		if fit == 0 {
 			total += all * float64(idle)

@@ -80,7 +80,7 @@ func (m *modelSupply) pressure(d *Distribution, models *modelMatcher) []float64 
 	var demand float64
 	for i := range d.groups {
 		g := &d.groups[i]
-		demand += g.cum[len(g.cum)-1] * float64(g.perGPU) * float64(g.gpus)
+		demand += g.all * float64(g.perGPU) * float64(g.gpus)
 	}
 	out := make([]float64, len(d.groups))
 	for i := range d.groups {
@@ -95,7 +95,7 @@ func (m *modelSupply) pressure(d *Distribution, models *modelMatcher) []float64 
 			}
 		}
 		if usable > 0 {
-			share := g.cum[len(g.cum)-1] * float64(g.perGPU) * float64(g.gpus) / demand
+			share := g.all * float64(g.perGPU) * float64(g.gpus) / demand
 			out[i] = share / (float64(usable) / float64(m.total))
 		}
 	}
