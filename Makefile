@@ -8,6 +8,14 @@ export GOFLAGS
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/gpushare/gpushare/pkg/version.Version=$(VERSION)
 CMDS      := $(notdir $(wildcard cmd/*))
+# Linters, pinned in their own module (hack/tools/lint/go.mod) and built from the module proxy
+# into bin/tools/ the first time they are needed, or again when go.mod changes their pins.
+TOOLS_BIN      := $(abspath $(BIN))/tools
+LINT_TOOLS_MOD := hack/tools/lint
+GOLANGCI_LINT  := $(TOOLS_BIN)/golangci-lint
+LOGCHECK       := $(TOOLS_BIN)/logcheck
+# Lists the Go files of the checkout, committed or new (not ignored), without deleted ones.
+GO_FILES       := git ls-files --cached --others --exclude-standard -- '*.go' | while read -r f; do [ ! -e "$$f" ] || echo "$$f"; done
 # Targets that `make test` runs after the unit tests; mk/*.mk files append to it.
 TEST_EXTRA :=
 
@@ -38,12 +46,40 @@ bench: ## Benchmarks of the extender (filter, prioritize, bind) at 100/1k/5k nod
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
-	gofmt -w $$(git ls-files '*.go')
+	gofmt -w $$($(GO_FILES))
 
 .PHONY: verify
-verify: ## gofmt, go vet and go mod tidy must leave nothing to change.
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+verify: verify-gofmt verify-vet verify-tidy lint verify-logging ## gofmt, go vet, go mod tidy -diff, golangci-lint and logcheck: nothing may be left to change or report.
+
+.PHONY: verify-gofmt
+verify-gofmt: ## gofmt -l must list nothing.
+	@out=$$(gofmt -l $$($(GO_FILES))); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+
+.PHONY: verify-vet
+verify-vet: ## go vet the main module.
 	$(GO) vet ./...
-	@cp go.mod /tmp/gpushare.go.mod.bak; cp go.sum /tmp/gpushare.go.sum.bak; $(GO) mod tidy; \
-	 if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum"; git diff -- go.mod go.sum; \
-	 cp /tmp/gpushare.go.mod.bak go.mod; cp /tmp/gpushare.go.sum.bak go.sum; exit 1; fi
+
+# `go mod tidy -diff` prints the change tidy would make and exits non-zero, touching no file.
+.PHONY: verify-tidy
+verify-tidy: ## go.mod/go.sum of the main module and the tool modules must be tidy.
+	$(GO) mod tidy -diff
+	cd $(LINT_TOOLS_MOD) && $(GO) mod tidy -diff
+	cd hack/tools/etcd && $(GO) mod tidy -diff
+
+$(GOLANGCI_LINT): $(LINT_TOOLS_MOD)/go.mod
+	cd $(LINT_TOOLS_MOD) && v=$$($(GO) list -m -f '{{.Version}}' github.com/golangci/golangci-lint/v2) && \
+	 $(GO) build -ldflags "-s -w -X main.version=$${v#v} -X main.date=pinned" -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+$(LOGCHECK): $(LINT_TOOLS_MOD)/go.mod
+	cd $(LINT_TOOLS_MOD) && $(GO) build -ldflags "-s -w" -o $@ sigs.k8s.io/logtools/logcheck
+
+.PHONY: tools
+tools: $(GOLANGCI_LINT) $(LOGCHECK) ## Build the pinned linters into bin/tools/ (skipped when present).
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml) over the main module; mk/e2e.mk adds the e2e module.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify-logging
+verify-logging: $(LOGCHECK) ## logcheck: structured and contextual klog calls only (hack/verify-structured-logging.sh).
+	LOGCHECK=$(LOGCHECK) hack/verify-structured-logging.sh

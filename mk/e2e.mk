@@ -22,6 +22,12 @@ demo-down: ## Stop everything `make demo` started.
 	hack/demo-down.sh
 
 .PHONY: verify-e2e
-verify-e2e: ## go vet the e2e module.
+verify-e2e: ## go vet and go mod tidy -diff in the e2e module.
 	cd test/e2e && GOFLAGS=-trimpath $(GO) vet ./...
+	cd test/e2e && GOFLAGS=-trimpath $(GO) mod tidy -diff
 verify: verify-e2e
+
+.PHONY: lint-e2e
+lint-e2e: $(GOLANGCI_LINT) ## golangci-lint over the e2e module (with the root .golangci.yml).
+	cd test/e2e && GOFLAGS=-trimpath $(GOLANGCI_LINT) run ./...
+lint: lint-e2e

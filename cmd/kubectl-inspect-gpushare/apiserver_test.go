@@ -132,9 +132,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v) // the client sees a truncated body if this fails
 }
 
-func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
-	writeJSON(w, code, metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
-		Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg})
+func writeStatus(w http.ResponseWriter, code int32, reason metav1.StatusReason, msg string) {
+	writeJSON(w, int(code), metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg})
 }
 
 // unescape decodes a query value; an undecodable one is returned as is.

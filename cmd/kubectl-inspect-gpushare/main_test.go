@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -114,10 +113,10 @@ func firstPodLists(requests []string) []string {
 func buildPlugin(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	// The go command running this test: on PATH, else in GOROOT (empty under -trimpath).
+	// The go command running this test: go test puts its own GOROOT/bin first on PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("no go command on PATH: %v", err)
 	}
 	out, err := exec.Command(goBin, "build", "-o", filepath.Join(dir, "kubectl-inspect-gpushare"), ".").CombinedOutput()
 	if err != nil {

@@ -28,8 +28,7 @@ func main() {
 	stop()
 	if err != nil {
 		klog.Background().Error(err, "share-plugin failed")
-		klog.Flush()
-		os.Exit(1)
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}
 }
 

@@ -138,7 +138,9 @@ func (n *Names) UnitLabel() string {
 }
 
 // UnitsOf converts a memory size in bytes into whole units, rounding down.
-func (n *Names) UnitsOf(bytes uint64) int64 { return int64(bytes / uint64(n.Unit.Value())) }
+func (n *Names) UnitsOf(bytes uint64) int64 {
+	return int64(bytes / uint64(n.Unit.Value())) //nolint:gosec // G115: Validate keeps Unit >= 1Mi, so the conversion is exact.
+}
 
 // CheckDeviceCount refuses a unit that would make a plugin advertise more fake devices for one
 // GPU than kubelet's gRPC message limit allows.

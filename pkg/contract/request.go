@@ -184,10 +184,11 @@ func ModelMatches(entry, model string) bool {
 }
 
 func modelTokens(s string) []string {
-	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
-	})
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !isLowerAlnum(r) })
 }
+
+// isLowerAlnum reports whether r is an ASCII lowercase letter or digit.
+func isLowerAlnum(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' }
 
 func equalTokens(a, b []string) bool {
 	for i := range a {

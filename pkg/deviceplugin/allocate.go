@@ -29,7 +29,7 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		}
 		ch, err := p.resolve(ctx, int64(len(ids)), ids, true)
 		if err != nil {
-			logger.Error(err, "Allocate could not resolve the pod", logKeyUnits, len(ids))
+			logger.Error(err, "Allocate could not resolve the pod", "units", len(ids))
 			return nil, status.Error(resolveCode(err), err.Error())
 		}
 		env, err := p.containerEnv(ch)
@@ -37,8 +37,8 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 			p.tracker.forget(func(h *handout) bool { return h.devices == devicesKey(ids) && h.owner == refOf(ch) })
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
-		logger.V(2).Info("Allocated", logKeyPod, klog.KObj(ch.pod), logKeyContainer, ch.container.Name,
-			logKeyGPU, env[contract.EnvIndex], logKeyUnits, len(ids))
+		logger.V(2).Info("Allocated", "pod", klog.KObj(ch.pod), "container", ch.container.Name,
+			"gpu", env[contract.EnvIndex], "units", len(ids))
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{Envs: env})
 	}
 	p.reconciler.trigger()
@@ -108,7 +108,7 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 		if ch, err := p.resolve(ctx, size, nil, false); err == nil {
 			placement = ch.placement
 		} else {
-			klog.FromContext(p.baseCtx(ctx)).V(2).Info("No preference", logKeyReason, err.Error())
+			klog.FromContext(p.baseCtx(ctx)).V(2).Info("No preference", "reason", err.Error())
 		}
 		ids := p.prefer(creq.GetAvailableDeviceIDs(), creq.GetMustIncludeDeviceIDs(), placement, int(size))
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})

@@ -86,7 +86,7 @@ func (h *harness) admit(pod *v1.Pod) map[string]map[string]string {
 		if !ok {
 			continue
 		}
-		ids := h.preferred(int32(q.Value()))
+		ids := h.preferred(int32(q.Value())) //nolint:gosec // G115: test pods ask for a handful of units.
 		resp, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
 		if err != nil {
 			h.t.Fatalf("Allocate for %s/%s: %v", pod.Name, c.Name, err)

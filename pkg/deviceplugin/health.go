@@ -40,7 +40,7 @@ func (p *Plugin) watchHealth(ctx context.Context) {
 			logger.Error(err, "Waiting for NVML events failed; GPU health is no longer watched")
 			return
 		case ignore[ev.XID]:
-			logger.V(2).Info("Application XID ignored", logKeyXID, ev.XID, logKeyUUID, ev.UUID)
+			logger.V(2).Info("Application XID ignored", "xid", ev.XID, "uuid", ev.UUID)
 			continue
 		}
 		p.markUnhealthy(ctx, ev)
@@ -55,7 +55,7 @@ func (p *Plugin) markUnhealthy(ctx context.Context, ev nvml.Event) {
 	} else {
 		changed = p.inv.setHealthy(ev.UUID, false)
 	}
-	klog.FromContext(ctx).Info("Critical XID: GPU marked unhealthy", logKeyXID, ev.XID, logKeyUUID, ev.UUID, logKeyChanged, changed)
+	klog.FromContext(ctx).Info("Critical XID: GPU marked unhealthy", "xid", ev.XID, "uuid", ev.UUID, "changed", changed)
 	if changed {
 		p.reconciler.triggerNode()
 	}

@@ -59,7 +59,7 @@ func (p *Plugin) baseCtx(ctx context.Context) context.Context {
 // Run starts the pod source, the reconciler and the health watch, serves the plugin socket and
 // registers with kubelet, again whenever kubelet restarts, until ctx ends.
 func (p *Plugin) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx).WithValues(logKeyNode, p.cfg.nodeName)
+	logger := klog.FromContext(ctx).WithValues("node", p.cfg.nodeName)
 	ctx = klog.NewContext(ctx, logger)
 	if r, ok := p.cfg.pods.(Runner); ok {
 		logger.Info("Waiting for the pod source to sync")
@@ -92,7 +92,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 			logger.Info("Device plugin stopped")
 			return nil
 		}
-		logger.Info("Serving and registering again", logKeyReason, why)
+		logger.Info("Serving and registering again", "reason", why)
 	}
 }
 
@@ -103,9 +103,9 @@ func (p *Plugin) registerUntil(ctx context.Context, restart <-chan string) strin
 	for {
 		err := p.register(ctx)
 		if err == nil {
-			logger.Info("Registered with kubelet", logKeyResource, p.cfg.names.Resource, logKeySocket, p.SocketPath())
+			logger.Info("Registered with kubelet", "resource", p.cfg.names.Resource, "socket", p.SocketPath())
 		} else {
-			logger.Error(err, "Registration failed; retrying", logKeyRetryAfter, registerRetry)
+			logger.Error(err, "Registration failed; retrying", "retryAfter", registerRetry)
 		}
 		var retry <-chan time.Time
 		if err != nil {

@@ -81,7 +81,7 @@ func (p *Plugin) ReconcileOnce(ctx context.Context) {
 	if p.cfg.podResources != nil {
 		list, err := p.cfg.podResources.List(ctx)
 		if err != nil {
-			logger.V(2).Info("Reconcile: kubelet pod resources unavailable", logKeyErr, err)
+			logger.V(2).Info("Reconcile: kubelet pod resources unavailable", "err", err)
 		} else {
 			kv = newKubeletView(list, p.cfg.names.Resource)
 			p.verify(ctx, kv, byName)

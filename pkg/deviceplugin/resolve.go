@@ -79,7 +79,7 @@ func (p *Plugin) kubeletView(ctx context.Context) *kubeletView {
 	}
 	list, err := p.cfg.podResources.List(ctx)
 	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Kubelet pod resources unavailable; resolving from the API server alone", logKeyErr, err)
+		klog.FromContext(ctx).V(2).Info("Kubelet pod resources unavailable; resolving from the API server alone", "err", err)
 		return nil
 	}
 	return newKubeletView(list, p.cfg.names.Resource)

@@ -27,7 +27,7 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingSer
 		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
 			return fmt.Errorf("send devices: %w", err)
 		}
-		logger.V(4).Info("Sent devices to kubelet", logKeyDevices, len(devs))
+		logger.V(4).Info("Sent devices to kubelet", "devices", len(devs))
 		select {
 		case <-changed:
 		case <-stream.Context().Done():
@@ -58,7 +58,7 @@ func (p *Plugin) serve(ctx context.Context) (*grpc.Server, error) {
 	pluginapi.RegisterDevicePluginServer(srv, p)
 	go func() {
 		if err := srv.Serve(lis); err != nil {
-			klog.FromContext(ctx).Error(err, "Device plugin gRPC server stopped", logKeySocket, sock)
+			klog.FromContext(ctx).Error(err, "Device plugin gRPC server stopped", "socket", sock)
 		}
 	}()
 	return srv, nil

@@ -33,7 +33,7 @@ func (p *Plugin) verify(ctx context.Context, kv *kubeletView, pods map[types.Nam
 			truths[i] = truth
 		case time.Since(h.at) > p.cfg.verifyTTL:
 			logger.Info("Allocate answer never showed up in the kubelet's pod resources; trusting the guess",
-				logKeyPod, h.owner.pod, logKeyContainer, h.owner.name, logKeyDevices, h.devices)
+				"pod", h.owner.pod, "container", h.owner.name, "devices", h.devices)
 			truths[i] = ownerRef{pod: h.owner.pod, container: h.owner.name}
 		}
 	}

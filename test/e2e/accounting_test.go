@@ -73,6 +73,7 @@ func (e *env) apiUsage() (usage, []v1.Pod, error) {
 		}
 		alloc, ok, err := contract.AllocationFromPod(p, &req)
 		if err != nil || !ok {
+			//nolint:errorlint // err is nil when only ok is false: %v prints <nil> where %w would not.
 			return nil, nil, fmt.Errorf("bound pod %s on %s has no valid placement (ok=%v): %v; annotations %v",
 				p.Name, p.Spec.NodeName, ok, err, p.Annotations)
 		}

@@ -141,7 +141,7 @@ func (e *env) pollFast(timeout time.Duration, cond func() (bool, error)) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v (last error: %v)", timeout, err)
+			return fmt.Errorf("timed out after %v (last error: %v)", timeout, err) //nolint:errorlint // err may be nil; %w would print %!w(<nil>).
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

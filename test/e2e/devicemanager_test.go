@@ -166,7 +166,12 @@ func (e *env) startPlugin(node string, mock mockhost.Options, kubelet *admitted)
 	ctx, stop := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	e.t.Cleanup(func() { stop(); <-done })
+	e.t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			e.t.Logf("device plugin Run ended with: %v", err)
+		}
+	})
 }
 
 // admitShuffled admits every pod, in a random order, as the kubelet does: add it to the pod
@@ -177,7 +182,7 @@ func (e *env) admitShuffled(kubelet *admitted) map[string]map[string]string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	order := rand.Perm(len(pods.Items))
+	order := rand.Perm(len(pods.Items)) //nolint:gosec // G404: a fresh admission order per run, nothing secret.
 	envs := map[string]map[string]string{}
 	for _, i := range order {
 		pod := &pods.Items[i]
@@ -232,7 +237,7 @@ func mockCards(t *testing.T, o mockhost.Options) []contract.GPU {
 	if err := nv.Init(); err != nil {
 		t.Fatal(err)
 	}
-	defer nv.Shutdown()
+	defer func() { _ = nv.Shutdown() }()
 	count, err := nv.DeviceCount()
 	if err != nil {
 		t.Fatal(err)

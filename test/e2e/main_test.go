@@ -42,7 +42,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	ext, err := framework.BuildGpushare(root, work, "extender")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -3,6 +3,7 @@ package nvml
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -100,7 +101,7 @@ type waiter struct {
 }
 
 func (w *waiter) Wait(timeout time.Duration) (Event, error) {
-	data, ret := w.set.Wait(uint32(timeout.Milliseconds()))
+	data, ret := w.set.Wait(millis32(timeout))
 	if ret == gonvml.ERROR_TIMEOUT {
 		return Event{}, ErrTimeout
 	}
@@ -114,6 +115,19 @@ func (w *waiter) Wait(timeout time.Duration) (Event, error) {
 		}
 	}
 	return ev, nil
+}
+
+// millis32 is d in whole milliseconds, as NVML's event wait takes it, clamped to
+// [0, MaxUint32] (about 49 days) instead of wrapping around.
+func millis32(d time.Duration) uint32 {
+	ms := d.Milliseconds()
+	if ms < 0 {
+		return 0
+	}
+	if ms > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(ms)
 }
 
 func (w *waiter) Close() error { return asError("event set free", w.set.Free()) }

@@ -119,7 +119,7 @@ func FreePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -136,7 +136,7 @@ func WaitFor(ctx context.Context, interval time.Duration, what string, cond func
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), last)
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), last) //nolint:errorlint // last may be nil; %w would print %!w(<nil>).
 		case <-time.After(interval):
 		}
 	}

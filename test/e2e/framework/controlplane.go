@@ -137,7 +137,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("readyz: %s", resp.Status)
 	})
 	if err != nil {

@@ -57,7 +57,7 @@ func (c *Cluster) WaitExtenderReady(ctx context.Context, e *Extender) error {
 		if err != nil {
 			return false, err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("readyz: %s", resp.Status)
 	})
 }
@@ -72,7 +72,7 @@ func GetJSON(ctx context.Context, url string, out any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ func startProc(dir, name, bin string, args []string, env []string, wait bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", name, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // the child has its own copy
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = dir
@@ -118,9 +118,11 @@ func appendPID(dir, name string, pid int) error {
 	if err != nil {
 		return fmt.Errorf("record pid of %s: %w", name, err)
 	}
-	defer f.Close()
-	_, err = fmt.Fprintf(f, "%s %d\n", name, pid)
-	return err
+	if _, err := fmt.Fprintf(f, "%s %d\n", name, pid); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 type pidEntry struct {
@@ -133,7 +135,7 @@ func readPIDs(dir string) ([]pidEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var out []pidEntry
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -26,7 +26,6 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var err error
 	switch os.Args[1] {
 	case "up":
@@ -36,6 +35,7 @@ func main() {
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpushare-local:", err)
 		os.Exit(1)

@@ -70,7 +70,7 @@ func (p *Plugin) rebalance(ctx context.Context, handouts []handout, truths map[i
 		h := handouts[i]
 		if ref != h.owner {
 			klog.FromContext(ctx).Info("Allocate had guessed the wrong pod; placement annotations corrected",
-				logKeyGuess, h.owner.pod, logKeyPod, ref.pod, logKeyContainer, ref.name)
+				"guessedPod", h.owner.pod, "pod", ref.pod, "container", ref.name)
 		}
 		p.tracker.update(h.devices, h.at, func(l *handout) { l.owner, l.verified = ref, true })
 	}

@@ -41,10 +41,10 @@ func (p *Plugin) markAssigned(ctx context.Context, pods map[types.NamespacedName
 			continue
 		}
 		if _, err := p.patchAnnotations(ctx, pod, map[string]string{contract.AnnotationAssigned: "true"}); err != nil {
-			logger.Error(err, "Marking the pod assigned failed; will retry", logKeyPod, klog.KObj(pod))
+			logger.Error(err, "Marking the pod assigned failed; will retry", "pod", klog.KObj(pod))
 			continue
 		}
-		logger.V(2).Info("Pod assigned", logKeyPod, klog.KObj(pod))
+		logger.V(2).Info("Pod assigned", "pod", klog.KObj(pod))
 	}
 	p.tracker.forget(func(h *handout) bool {
 		return !live[h.owner.uid] && (h.verified || time.Since(h.at) > p.cfg.verifyTTL)
