@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
@@ -22,11 +23,11 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{address: ":39999", policy: scheduler.DefaultPolicy, qps: 200, burst: 400,
+	return config{address: ":39999", policy: policies.Default, qps: 200, burst: 400,
 		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames()}
 }
 
-func (c *config) addFlags(fs *flag.FlagSet, policies scheduler.Policies) {
+func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.address, "address", c.address, "host:port the extender listens on")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", c.kubeconfig, "kubeconfig file; empty means in-cluster")
 	fs.StringVar(&c.master, "master", c.master, "API server address, overrides the kubeconfig's")
@@ -37,7 +38,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies scheduler.Policies) {
 	c.names.AddFlags(fs)
 }
 
-func (c *config) validate(policies scheduler.Policies) error {
+func (c *config) validate(policies policies.Registry) error {
 	var errs []error
 	if _, err := policies.New(c.policy); err != nil {
 		errs = append(errs, err)

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -35,7 +35,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := defaultConfig()
 			tc.change(&c)
-			err := c.validate(scheduler.NewPolicies())
+			err := c.validate(policies.NewRegistry())
 			if len(tc.wantErr) == 0 {
 				if err != nil {
 					t.Errorf("validate() = %v, want nil", err)

@@ -19,13 +19,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
 func main() {
 	klog.InitFlags(nil)
-	policies := scheduler.NewPolicies()
+	policies := policies.NewRegistry()
 	cfg := defaultConfig()
 	cfg.addFlags(flag.CommandLine, policies)
 	flag.Parse()
@@ -45,7 +46,7 @@ func main() {
 // forgets deleted ones).
 const policySyncPeriod = time.Minute
 
-func run(ctx context.Context, cfg *config, policies scheduler.Policies) error {
+func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting gpushare extender", "version", version.Version, "address", cfg.address, "policy", cfg.policy,
 		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)

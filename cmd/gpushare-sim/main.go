@@ -8,19 +8,19 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/sim"
 )
 
 func main() {
 	cfg := sim.DefaultConfig()
-	cfg.AddFlags(flag.CommandLine, scheduler.NewPolicies())
+	cfg.AddFlags(flag.CommandLine, policies.NewRegistry())
 	flag.Parse()
-	if err := cfg.Validate(scheduler.NewPolicies()); err != nil {
+	if err := cfg.Validate(policies.NewRegistry()); err != nil {
 		fmt.Fprintln(os.Stderr, "gpushare-sim:", err)
 		os.Exit(2)
 	}
-	if err := sim.Main(&cfg, scheduler.NewPolicies(), os.Stdout); err != nil {
+	if err := sim.Main(&cfg, policies.NewRegistry(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "gpushare-sim:", err)
 		os.Exit(1)
 	}

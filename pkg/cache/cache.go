@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 var _ Cache = (*cacheImpl)(nil)
@@ -19,11 +20,12 @@ type cacheImpl struct {
 	names  contract.Names
 	logger klog.Logger
 
-	// mu guards nodes, snaps and pods. Snapshots are replaced, never mutated.
+	// mu guards nodes, snaps, pods and ids. Snapshots are replaced, never mutated.
 	mu    sync.RWMutex
 	nodes map[string]*nodeState
-	snaps map[string]*NodeInfo // nodes[n].snap of every listed node, for lookups by name
+	snaps map[string]*placement.NodeInfo // nodes[n].snap of every listed node, for lookups by name
 	pods  map[types.UID]*podState
+	ids   idPool
 }
 
 // nodeState is what the cache knows of a node. A node is listed only once its Node object has
@@ -31,17 +33,18 @@ type cacheImpl struct {
 type nodeState struct {
 	name      string
 	seen      bool
-	inventory InventorySource
-	gpus      []GPUInfo // capacity, model, health; Used is 0 here
+	id        int // NodeInfo.ID, while seen
+	inventory placement.InventorySource
+	gpus      []placement.GPUInfo // capacity, model, health; Used is 0 here
 	cpu, mem  int64
 	pods      map[types.UID]*podState
-	snap      *NodeInfo
+	snap      *placement.NodeInfo
 }
 
 // podState is one pod on a node; every pod with a node is tracked (for CPU and memory), and
 // those asking gpu-mem appear in the node's snapshot.
 type podState struct {
-	info     PodInfo
+	info     placement.PodInfo
 	perGPU   map[int]int64
 	cpu, mem int64
 }
@@ -52,7 +55,7 @@ func New(names contract.Names, logger klog.Logger) Cache {
 		names:  names,
 		logger: logger,
 		nodes:  map[string]*nodeState{},
-		snaps:  map[string]*NodeInfo{},
+		snaps:  map[string]*placement.NodeInfo{},
 		pods:   map[types.UID]*podState{},
 	}
 }
@@ -61,13 +64,16 @@ func (c *cacheImpl) SetNode(node *v1.Node) {
 	gpus, src, err := inventoryOf(node, &c.names)
 	if err != nil {
 		c.logger.Info("Node GPU annotation unusable, splitting gpu-mem evenly over gpu-count", "node", klog.KObj(node), "err", err)
-	} else if src == FromEvenSplit && len(gpus) > 0 {
+	} else if src == placement.FromEvenSplit && len(gpus) > 0 {
 		c.logger.V(4).Info("Node has no GPU annotation, splitting gpu-mem evenly over gpu-count", "node", klog.KObj(node))
 	}
 	alloc := node.Status.Allocatable
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ns := c.nodeLocked(node.Name)
+	if !ns.seen {
+		ns.id = c.ids.take()
+	}
 	ns.seen, ns.gpus, ns.inventory = true, gpus, src
 	ns.cpu, ns.mem = alloc.Cpu().MilliValue(), alloc.Memory().Value()
 	c.refreshLocked(ns)
@@ -79,6 +85,9 @@ func (c *cacheImpl) RemoveNode(name string) {
 	ns, ok := c.nodes[name]
 	if !ok {
 		return
+	}
+	if ns.seen {
+		c.ids.give(ns.id)
 	}
 	ns.seen, ns.gpus, ns.snap = false, nil, nil
 	delete(c.snaps, name)
@@ -109,7 +118,7 @@ func (c *cacheImpl) SetPod(pod *v1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.pods[pod.UID]; ok {
-		if old.info.State == PodAssumed && old.info.Node == ps.info.Node && ps.info.Allocation == nil {
+		if old.info.State == placement.PodAssumed && old.info.Node == ps.info.Node && ps.info.Allocation == nil {
 			ps.info.Allocation, ps.perGPU = old.info.Allocation, old.perGPU
 		}
 		c.removeLocked(old)
@@ -120,7 +129,7 @@ func (c *cacheImpl) SetPod(pod *v1.Pod) {
 // podStateOf reads what a bound pod holds. Malformed requests or placements are logged and the
 // pod then holds no gpu-mem or pending units respectively; the pod is never dropped.
 func (c *cacheImpl) podStateOf(pod *v1.Pod) *podState {
-	ps := &podState{info: PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, State: PodBound}}
+	ps := &podState{info: placement.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, State: placement.PodBound}}
 	ps.cpu, ps.mem = podCPUMem(pod)
 	ps.info.MilliCPU = ps.cpu
 	req, err := contract.ParseRequest(pod, &c.names)
@@ -175,8 +184,8 @@ func (c *cacheImpl) AssumePod(pod *v1.Pod, req *contract.PodRequest, nodeName st
 		c.removeLocked(old) // bound without placement so far: the new placement replaces it
 	}
 	c.addLocked(&podState{
-		info: PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: nodeName,
-			State: PodAssumed, Units: req.TotalUnits(), MilliCPU: cpu, Allocation: alloc.Clone()},
+		info: placement.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: nodeName,
+			State: placement.PodAssumed, Units: req.TotalUnits(), MilliCPU: cpu, Allocation: alloc.Clone()},
 		perGPU: alloc.PerGPU(), cpu: cpu, mem: mem,
 	})
 	return alloc.Clone(), nil
@@ -185,17 +194,17 @@ func (c *cacheImpl) AssumePod(pod *v1.Pod, req *contract.PodRequest, nodeName st
 func (c *cacheImpl) ForgetPod(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.pods[uid]; ok && old.info.State == PodAssumed {
+	if old, ok := c.pods[uid]; ok && old.info.State == placement.PodAssumed {
 		c.removeLocked(old)
 	}
 }
 
-func (c *cacheImpl) Pod(uid types.UID) (PodInfo, bool) {
+func (c *cacheImpl) Pod(uid types.UID) (placement.PodInfo, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	ps, ok := c.pods[uid]
 	if !ok {
-		return PodInfo{}, false
+		return placement.PodInfo{}, false
 	}
 	info := ps.info
 	if info.Allocation != nil {
@@ -227,7 +236,7 @@ func (c *cacheImpl) removeLocked(ps *podState) {
 	c.refreshLocked(ns)
 }
 
-func (c *cacheImpl) Node(name string) (*NodeInfo, bool) {
+func (c *cacheImpl) Node(name string) (*placement.NodeInfo, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	ns, ok := c.nodes[name]
@@ -237,7 +246,7 @@ func (c *cacheImpl) Node(name string) (*NodeInfo, bool) {
 	return ns.snap, true
 }
 
-func (c *cacheImpl) NodeWithout(name string, uids []types.UID) (*NodeInfo, bool) {
+func (c *cacheImpl) NodeWithout(name string, uids []types.UID) (*placement.NodeInfo, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	ns, ok := c.nodes[name]
@@ -251,8 +260,8 @@ func (c *cacheImpl) NodeWithout(name string, uids []types.UID) (*NodeInfo, bool)
 	return buildSnapshot(ns, skip), true
 }
 
-func (c *cacheImpl) Lookup(names []string) []*NodeInfo {
-	out := make([]*NodeInfo, len(names))
+func (c *cacheImpl) Lookup(names []string) []*placement.NodeInfo {
+	out := make([]*placement.NodeInfo, len(names))
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, name := range names {
@@ -264,8 +273,8 @@ func (c *cacheImpl) Lookup(names []string) []*NodeInfo {
 // visitBatch is how many snapshots Visit takes under one read lock.
 const visitBatch = 64
 
-func (c *cacheImpl) Visit(names []string, visit func(i int, node *NodeInfo)) {
-	var batch [visitBatch]*NodeInfo // on the stack: no write barrier, nothing to clear
+func (c *cacheImpl) Visit(names []string, visit func(i int, node *placement.NodeInfo)) {
+	var batch [visitBatch]*placement.NodeInfo // on the stack: no write barrier, nothing to clear
 	for lo := 0; lo < len(names); lo += visitBatch {
 		part := names[lo:min(lo+visitBatch, len(names))]
 		c.mu.RLock()
@@ -279,9 +288,9 @@ func (c *cacheImpl) Visit(names []string, visit func(i int, node *NodeInfo)) {
 	}
 }
 
-func (c *cacheImpl) Nodes() []*NodeInfo {
+func (c *cacheImpl) Nodes() []*placement.NodeInfo {
 	c.mu.RLock()
-	out := make([]*NodeInfo, 0, len(c.nodes))
+	out := make([]*placement.NodeInfo, 0, len(c.nodes))
 	for _, ns := range c.nodes {
 		if ns.snap != nil {
 			out = append(out, ns.snap)

@@ -14,6 +14,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // event is one call on the cache.
@@ -51,7 +52,7 @@ type usage struct {
 	Pending int64
 }
 
-func usageOf(n *cache.NodeInfo) usage {
+func usageOf(n *placement.NodeInfo) usage {
 	u := usage{Pending: n.PendingUnits}
 	for _, g := range n.GPUs {
 		u.Used = append(u.Used, g.Used)
@@ -155,24 +156,24 @@ func TestNodeInventory(t *testing.T) {
 	tests := []struct {
 		name string
 		node *v1.Node
-		want []cache.GPUInfo
-		src  cache.InventorySource
+		want []placement.GPUInfo
+		src  placement.InventorySource
 	}{
 		{name: "annotation with mixed sizes and health", node: st.MakeNode("n").GPUs(16, 32).Unhealthy(1).Model(1, "A100").Obj(),
-			want: []cache.GPUInfo{
+			want: []placement.GPUInfo{
 				{Index: 0, UUID: "GPU-n-0", Model: "Tesla T4", Capacity: 16, Healthy: true},
 				{Index: 1, UUID: "GPU-n-1", Model: "A100", Capacity: 32}},
-			src: cache.FromAnnotation},
+			src: placement.FromAnnotation},
 		{name: "even split", node: st.MakeNode("n").EvenSplit(30, 2).Obj(),
-			want: []cache.GPUInfo{{Index: 0, Capacity: 15, Healthy: true}, {Index: 1, Capacity: 15, Healthy: true}}, src: cache.FromEvenSplit},
+			want: []placement.GPUInfo{{Index: 0, Capacity: 15, Healthy: true}, {Index: 1, Capacity: 15, Healthy: true}}, src: placement.FromEvenSplit},
 		{name: "gpu-mem without count is one card", node: st.MakeNode("n").EvenSplit(8, 0).Obj(),
-			want: []cache.GPUInfo{{Index: 0, Capacity: 8, Healthy: true}}, src: cache.FromEvenSplit},
+			want: []placement.GPUInfo{{Index: 0, Capacity: 8, Healthy: true}}, src: placement.FromEvenSplit},
 		{name: "garbage annotation falls back", node: func() *v1.Node {
 			n := st.MakeNode("n").EvenSplit(16, 1).Obj()
 			n.Annotations[contract.DefaultNodeGPUsKey] = "not json"
 			return n
-		}(), want: []cache.GPUInfo{{Index: 0, Capacity: 16, Healthy: true}}, src: cache.FromEvenSplit},
-		{name: "no GPUs", node: st.MakeNode("n").Obj(), src: cache.FromEvenSplit},
+		}(), want: []placement.GPUInfo{{Index: 0, Capacity: 16, Healthy: true}}, src: placement.FromEvenSplit},
+		{name: "no GPUs", node: st.MakeNode("n").Obj(), src: placement.FromEvenSplit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,7 +240,7 @@ func TestRebuild(t *testing.T) {
 	for _, n := range nodes {
 		rebuilt.SetNode(n)
 	}
-	if diff := cmp.Diff(live.Nodes(), rebuilt.Nodes(), cmp.AllowUnexported(cache.NodeInfo{}), cmpopts.IgnoreFields(cache.NodeInfo{}, "derived")); diff != "" {
+	if diff := cmp.Diff(live.Nodes(), rebuilt.Nodes(), cmp.AllowUnexported(placement.NodeInfo{}), cmpopts.IgnoreFields(placement.NodeInfo{}, "ID")); diff != "" {
 		t.Errorf("rebuilt cache differs (-live,+rebuilt):\n%s", diff)
 	}
 }
@@ -261,8 +262,8 @@ func TestCompactViews(t *testing.T) {
 					Placement(fmt.Sprintf(`{"0":{"%d":%d}}`, g, 5+g)).Obj())
 			}
 			snap, _ := c.Node("n")
-			byHand := &cache.NodeInfo{Name: "n", GPUs: snap.GPUs}
-			for _, n := range []*cache.NodeInfo{snap, byHand} {
+			byHand := &placement.NodeInfo{Name: "n", GPUs: snap.GPUs}
+			for _, n := range []*placement.NodeInfo{snap, byHand} {
 				var wantFree []int64
 				for _, g := range n.GPUs {
 					free := g.Capacity - g.Used
@@ -296,7 +297,7 @@ func TestVisit(t *testing.T) {
 		names = append(names, name)
 	}
 	var got []string
-	c.Visit(names, func(i int, node *cache.NodeInfo) {
+	c.Visit(names, func(i int, node *placement.NodeInfo) {
 		switch {
 		case len(got) != i:
 			t.Fatalf("visited index %d after %d visits", i, len(got))

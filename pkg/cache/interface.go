@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Cache is the extender's per-GPU view of the cluster. It is safe for concurrent use.
@@ -48,19 +49,19 @@ type Cache interface {
 	// ForgetPod drops an Assumed pod (its bind failed). Bound pods are not affected.
 	ForgetPod(uid types.UID)
 	// Pod returns what the cache holds for a pod.
-	Pod(uid types.UID) (PodInfo, bool)
+	Pod(uid types.UID) (placement.PodInfo, bool)
 
 	// Node returns a node's snapshot.
-	Node(name string) (*NodeInfo, bool)
+	Node(name string) (*placement.NodeInfo, bool)
 	// NodeWithout returns a node's snapshot as if the given pods were gone (for preemption).
-	NodeWithout(name string, uids []types.UID) (*NodeInfo, bool)
+	NodeWithout(name string, uids []types.UID) (*placement.NodeInfo, bool)
 	// Lookup returns the snapshots of the named nodes under one lock, nil for unknown names.
-	Lookup(names []string) []*NodeInfo
+	Lookup(names []string) []*placement.NodeInfo
 	// Visit calls visit(i, snapshot of names[i]) for each name in order, nil for an unknown
 	// name. Snapshots are taken in small batches under the read lock and visited outside it,
 	// so a pass over thousands of nodes neither holds the lock for long nor keeps a list of
 	// them.
-	Visit(names []string, visit func(i int, node *NodeInfo))
+	Visit(names []string, visit func(i int, node *placement.NodeInfo))
 	// Nodes returns every node's snapshot, sorted by name.
-	Nodes() []*NodeInfo
+	Nodes() []*placement.NodeInfo
 }

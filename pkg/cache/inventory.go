@@ -4,28 +4,29 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // inventoryOf reads a node's cards: from the plugin's annotation when present and valid, else
 // allocatable gpu-mem split evenly over gpu-count (all healthy, model unknown). The error tells
 // why a present annotation was not used.
-func inventoryOf(node *v1.Node, names *contract.Names) ([]GPUInfo, InventorySource, error) {
+func inventoryOf(node *v1.Node, names *contract.Names) ([]placement.GPUInfo, placement.InventorySource, error) {
 	raw, ok := node.Annotations[names.NodeGPUsAnnotation]
 	if !ok {
-		return evenSplit(node, names), FromEvenSplit, nil
+		return evenSplit(node, names), placement.FromEvenSplit, nil
 	}
 	gpus, err := contract.DecodeGPUs(raw)
 	if err != nil {
-		return evenSplit(node, names), FromEvenSplit, err
+		return evenSplit(node, names), placement.FromEvenSplit, err
 	}
-	out := make([]GPUInfo, len(gpus))
+	out := make([]placement.GPUInfo, len(gpus))
 	for i, g := range gpus {
-		out[i] = GPUInfo{Index: g.Index, UUID: g.UUID, Model: g.Model, Capacity: g.Units, Healthy: g.Healthy}
+		out[i] = placement.GPUInfo{Index: g.Index, UUID: g.UUID, Model: g.Model, Capacity: g.Units, Healthy: g.Healthy}
 	}
-	return out, FromAnnotation, nil
+	return out, placement.FromAnnotation, nil
 }
 
-func evenSplit(node *v1.Node, names *contract.Names) []GPUInfo {
+func evenSplit(node *v1.Node, names *contract.Names) []placement.GPUInfo {
 	total := quantity(node, names.Resource)
 	count := quantity(node, names.Count)
 	if total <= 0 {
@@ -34,9 +35,9 @@ func evenSplit(node *v1.Node, names *contract.Names) []GPUInfo {
 	if count <= 0 {
 		count = 1
 	}
-	out := make([]GPUInfo, count)
+	out := make([]placement.GPUInfo, count)
 	for i := range out {
-		out[i] = GPUInfo{Index: i, Capacity: total / count, Healthy: true}
+		out[i] = placement.GPUInfo{Index: i, Capacity: total / count, Healthy: true}
 	}
 	return out
 }

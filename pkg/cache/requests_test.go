@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-func TestPodRequests(t *testing.T) {
+func TestPodResources(t *testing.T) {
 	res := func(cpu, mem string) v1.ResourceRequirements {
 		return v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}}
 	}
@@ -24,9 +24,9 @@ func TestPodRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cpu, mem := PodRequests(&v1.Pod{Spec: tt.spec})
-			if diff := cmp.Diff(tt.want, [2]int64{cpu, mem}); diff != "" {
-				t.Errorf("PodRequests (-want,+got):\n%s", diff)
+			r := PodResources(&v1.Pod{Spec: tt.spec})
+			if diff := cmp.Diff(tt.want, [2]int64{r.MilliCPU, r.Memory}); diff != "" {
+				t.Errorf("PodResources (-want,+got):\n%s", diff)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"github.com/gpushare/gpushare/pkg/placement"
+
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -9,12 +11,12 @@ import (
 
 // buildSnapshot computes a node's immutable snapshot, leaving out the pods in skip.
 // Caller holds the cache lock (read or write).
-func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
-	n := &NodeInfo{
-		Name: ns.name, Inventory: ns.inventory,
-		GPUs:                append([]GPUInfo(nil), ns.gpus...),
+func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *placement.NodeInfo {
+	n := &placement.NodeInfo{
+		Name: ns.name, ID: ns.id, Inventory: ns.inventory,
 		AllocatableMilliCPU: ns.cpu, AllocatableMemory: ns.mem,
 	}
+	n.SetGPUs(ns.gpus)
 	pos := make(map[int]int, len(n.GPUs))
 	for i := range n.GPUs {
 		pos[n.GPUs[i].Index] = i
@@ -36,32 +38,9 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *NodeInfo {
 	return n
 }
 
-// Summarize fills the fields derived from GPUs and PendingUnits: MaxFree, the compact card
-// views (Cards, UsableFree) and the unit totals. The cache does it for every snapshot; code
-// that builds a NodeInfo itself (tests, tools) calls it once GPUs are set, as placement reads
-// MaxFree.
-func (n *NodeInfo) Summarize() {
-	n.MaxFree = 0
-	if len(n.GPUs) <= maxInlineCards {
-		n.Cards, n.usable = n.cardBuf[:len(n.GPUs)], n.usableBuf[:len(n.GPUs)]
-	} else {
-		n.Cards, n.usable = make([]CardFit, len(n.GPUs)), make([]int64, len(n.GPUs))
-	}
-	for i := range n.GPUs {
-		g := &n.GPUs[i]
-		n.Cards[i] = CardFit{Free: g.Free(), Used: g.Used, Capacity: g.Capacity, Healthy: g.Healthy}
-		n.usable[i] = usableFree(g)
-		if g.Healthy {
-			n.MaxFree = max(n.MaxFree, g.Free())
-		}
-	}
-	n.total, n.used = n.TotalUnits(), n.UsedUnits()
-	n.summed = true
-}
-
 // chargePod adds a pod's units to its GPUs, or to PendingUnits when it has no placement or its
 // placement names GPUs the node does not have.
-func chargePod(n *NodeInfo, pos map[int]int, ps *podState) {
+func chargePod(n *placement.NodeInfo, pos map[int]int, ps *podState) {
 	if ps.perGPU == nil {
 		n.PendingUnits += ps.info.Units
 		return

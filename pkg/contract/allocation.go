@@ -4,68 +4,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // ErrInvalidAllocation is wrapped by errors about a pod's placement annotations.
 var ErrInvalidAllocation = errors.New("invalid gpushare placement annotation")
 
-// Allocation is a pod's placement: container key (see ContainerRequest.Key) → GPU index → units.
-// Its JSON form is the AnnotationAllocation value, e.g. {"0":{"1":4}}.
-type Allocation map[string]map[int]int64
+// Allocation is a pod's placement (see gpumem.Allocation).
+type Allocation = gpumem.Allocation
 
-// PerGPU is what the pod holds on each GPU: per card, the larger of its largest init container
-// and the sum of its app containers, as Kubernetes counts init containers.
-func (a Allocation) PerGPU() map[int]int64 {
-	initMax, apps := map[int]int64{}, map[int]int64{}
-	for key, gpus := range a {
-		for g, u := range gpus {
-			if isInitKey(key) {
-				initMax[g] = max(initMax[g], u)
-			} else {
-				apps[g] += u
-			}
-		}
-	}
-	for g, u := range initMax {
-		apps[g] = max(apps[g], u)
-	}
-	return apps
-}
-
-// GPUs lists the GPU indexes the pod uses, ascending.
-func (a Allocation) GPUs() []int {
-	per := a.PerGPU()
-	out := make([]int, 0, len(per))
-	for g := range per {
-		out = append(out, g)
-	}
-	sort.Ints(out)
-	return out
-}
-
-// Clone returns a deep copy.
-func (a Allocation) Clone() Allocation {
-	out := make(Allocation, len(a))
-	for k, gpus := range a {
-		m := make(map[int]int64, len(gpus))
-		for g, u := range gpus {
-			m[g] = u
-		}
-		out[k] = m
-	}
-	return out
-}
-
-func isInitKey(key string) bool { return len(key) > 5 && key[:5] == "init-" }
-
-// Annotations returns the pod annotations of the contract for a placement made at t.
+// PlacementAnnotations returns the pod annotations of the contract for placement a made at t.
 // gpuUnits gives each GPU's memory in units.
-func (a Allocation) Annotations(req *PodRequest, gpuUnits map[int]int64, t time.Time) (map[string]string, error) {
+func PlacementAnnotations(a Allocation, req *PodRequest, gpuUnits map[int]int64, t time.Time) (map[string]string, error) {
 	raw, err := json.Marshal(a)
 	if err != nil {
 		return nil, fmt.Errorf("encode allocation: %w", err)
@@ -124,21 +79,4 @@ func DecodeAllocation(raw string) (Allocation, error) {
 		return nil, fmt.Errorf("%w: %s is empty", ErrInvalidAllocation, AnnotationAllocation)
 	}
 	return a, nil
-}
-
-// Matches reports whether a placement gives every container of req exactly its units.
-func (a Allocation) Matches(req *PodRequest) bool {
-	if len(a) != len(req.Containers) {
-		return false
-	}
-	for _, c := range req.Containers {
-		var sum int64
-		for _, u := range a[c.Key] {
-			sum += u
-		}
-		if sum != c.Units || len(a[c.Key]) != c.GPUs {
-			return false
-		}
-	}
-	return true
 }

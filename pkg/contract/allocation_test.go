@@ -38,7 +38,7 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	alloc := contract.Allocation{"0": {1: 4}, "1": {0: 2}}
-	ann, err := alloc.Annotations(&req, map[int]int64{0: 16, 1: 32}, time.Unix(0, 42))
+	ann, err := contract.PlacementAnnotations(alloc, &req, map[int]int64{0: 16, 1: 32}, time.Unix(0, 42))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // MaxUnitsPerContainer bounds one container's ask; anything larger is a mistake such as "10G"
@@ -19,61 +21,17 @@ const MaxGPUsPerContainer = 64
 // ErrInvalidRequest is wrapped by every request parsing error.
 var ErrInvalidRequest = errors.New("invalid gpu-mem request")
 
-// ContainerRequest is one container's ask for GPU memory.
-type ContainerRequest struct {
-	// Key identifies the container in an Allocation: "0", "1", … for app containers by index,
-	// "init-0", … for init containers.
-	Key string
-	// Name is the container's name.
-	Name string
-	// Init is true for init containers.
-	Init bool
-	// Units is the container's total ask.
-	Units int64
-	// GPUs is the number of cards the units are split over evenly.
-	GPUs int
-}
+// ContainerRequest is one container's ask for GPU memory (see gpumem.ContainerRequest).
+type ContainerRequest = gpumem.ContainerRequest
 
-// PerGPU is the units the container takes on each of its cards.
-func (c ContainerRequest) PerGPU() int64 { return c.Units / int64(c.GPUs) }
+// PodRequest is what a pod asks (see gpumem.PodRequest).
+type PodRequest = gpumem.PodRequest
 
-// PodRequest is what a pod asks: its gpu-mem containers and the GPU models it accepts.
-type PodRequest struct {
-	// Containers lists the containers that ask gpu-mem, init containers first.
-	Containers []ContainerRequest
-	// Models lists the accepted GPU models; empty means any.
-	Models []string
-}
+// ParseModels splits a model constraint such as "A100|H100" into its entries.
+func ParseModels(v string) []string { return gpumem.ParseModels(v) }
 
-// Empty is true when the pod asks no GPU memory.
-func (r *PodRequest) Empty() bool { return len(r.Containers) == 0 }
-
-// TotalUnits is the pod's effective ask as Kubernetes counts it: the larger of the largest init
-// container and the sum of the app containers.
-func (r *PodRequest) TotalUnits() int64 {
-	var initMax, apps int64
-	for _, c := range r.Containers {
-		if c.Init {
-			initMax = max(initMax, c.Units)
-		} else {
-			apps += c.Units
-		}
-	}
-	return max(initMax, apps)
-}
-
-// AcceptsModel reports whether a GPU of the given model may serve the pod.
-func (r *PodRequest) AcceptsModel(model string) bool {
-	if len(r.Models) == 0 {
-		return true
-	}
-	for _, m := range r.Models {
-		if ModelMatches(m, model) {
-			return true
-		}
-	}
-	return false
-}
+// ModelMatches reports whether a constraint entry names a GPU model (see gpumem.ModelMatches).
+func ModelMatches(entry, model string) bool { return gpumem.ModelMatches(entry, model) }
 
 // ParseRequest reads a pod's gpu-mem ask. A pod that asks nothing gives an empty request and no
 // error.
@@ -84,12 +42,12 @@ func ParseRequest(pod *v1.Pod, names *Names) (PodRequest, error) {
 	}
 	var req PodRequest
 	for i := range pod.Spec.InitContainers {
-		if err := req.add(&pod.Spec.InitContainers[i], "init-"+strconv.Itoa(i), true, gpus, names); err != nil {
+		if err := addContainer(&req, &pod.Spec.InitContainers[i], "init-"+strconv.Itoa(i), true, gpus, names); err != nil {
 			return PodRequest{}, err
 		}
 	}
 	for i := range pod.Spec.Containers {
-		if err := req.add(&pod.Spec.Containers[i], strconv.Itoa(i), false, gpus, names); err != nil {
+		if err := addContainer(&req, &pod.Spec.Containers[i], strconv.Itoa(i), false, gpus, names); err != nil {
 			return PodRequest{}, err
 		}
 	}
@@ -102,7 +60,8 @@ func ParseRequest(pod *v1.Pod, names *Names) (PodRequest, error) {
 	return req, nil
 }
 
-func (r *PodRequest) add(c *v1.Container, key string, init bool, gpus int, names *Names) error {
+// addContainer appends c's ask to r, if it asks gpu-mem.
+func addContainer(r *PodRequest, c *v1.Container, key string, init bool, gpus int, names *Names) error {
 	units, ok, err := containerUnits(c, names)
 	if err != nil || !ok {
 		return err
@@ -153,48 +112,4 @@ func gpusPerContainer(pod *v1.Pod, names *Names) (int, error) {
 		return 0, fmt.Errorf("%w: annotation %s=%q must be an integer from 1 to %d", ErrInvalidRequest, names.GPUCountAnnotation, v, MaxGPUsPerContainer)
 	}
 	return n, nil
-}
-
-// ParseModels splits a model constraint such as "A100|H100" into its entries.
-func ParseModels(v string) []string {
-	var out []string
-	for _, m := range strings.Split(v, "|") {
-		if m = strings.TrimSpace(m); m != "" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// ModelMatches reports whether a constraint entry names a GPU model. Both are split into
-// alphanumeric tokens, case-insensitively; the entry matches when its tokens appear as a
-// contiguous run in the model's. So "A100" and "a100-sxm4" match "NVIDIA A100-SXM4-40GB", while
-// "A10" does not.
-func ModelMatches(entry, model string) bool {
-	e, m := modelTokens(entry), modelTokens(model)
-	if len(e) == 0 {
-		return false
-	}
-	for i := 0; i+len(e) <= len(m); i++ {
-		if equalTokens(e, m[i:i+len(e)]) {
-			return true
-		}
-	}
-	return false
-}
-
-func modelTokens(s string) []string {
-	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !isLowerAlnum(r) })
-}
-
-// isLowerAlnum reports whether r is an ASCII lowercase letter or digit.
-func isLowerAlnum(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' }
-
-func equalTokens(a, b []string) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

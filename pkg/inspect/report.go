@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Schema identifiers of the JSON/YAML output; see docs/inspect.md.
@@ -60,7 +61,7 @@ type NodeReport struct {
 	// Address is the node's InternalIP (else its first address); empty when it has none.
 	Address string `json:"address"`
 	// Inventory says where card sizes came from: "annotation" or "even-split".
-	Inventory cache.InventorySource `json:"inventory"`
+	Inventory placement.InventorySource `json:"inventory"`
 	// GPUs are the node's cards in index order.
 	GPUs []GPUReport `json:"gpus"`
 	// PendingUnits are held by pods on the node that have no placement on a card.
@@ -134,7 +135,7 @@ func BuildReport(names contract.Names, c cache.Cache, nodes []v1.Node, pods []v1
 	return r
 }
 
-func nodeReport(n *cache.NodeInfo, addr, namespace string) NodeReport {
+func nodeReport(n *placement.NodeInfo, addr, namespace string) NodeReport {
 	nr := NodeReport{Name: n.Name, Address: addr, Inventory: n.Inventory, PendingUnits: n.PendingUnits,
 		Summary: Summary{Allocated: n.UsedUnits(), Total: n.TotalUnits()},
 		GPUs:    make([]GPUReport, 0, len(n.GPUs)), Pods: []PodReport{}}
@@ -152,7 +153,7 @@ func nodeReport(n *cache.NodeInfo, addr, namespace string) NodeReport {
 
 // podReport renders a pod as the cache charges it: units on cards the node has, the rest
 // pending.
-func podReport(p *cache.PodInfo, n *cache.NodeInfo) PodReport {
+func podReport(p *placement.PodInfo, n *placement.NodeInfo) PodReport {
 	pr := PodReport{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Units: p.Units}
 	if p.Allocation == nil {
 		pr.PendingUnits = p.Units
@@ -161,7 +162,7 @@ func podReport(p *cache.PodInfo, n *cache.NodeInfo) PodReport {
 	pr.Allocation = p.Allocation.Clone()
 	pr.GPUs = map[string]int64{}
 	for g, u := range p.Allocation.PerGPU() {
-		if _, ok := n.GPU(g); ok {
+		if _, ok := n.Position(g); ok {
 			pr.GPUs[strconv.Itoa(g)] = u
 		} else {
 			pr.PendingUnits += u

@@ -19,13 +19,14 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
 
 // benchSizes are the cluster sizes of the benchmarks, in nodes of benchGPUsPerNode cards.
 var benchSizes = []int{100, 1000, 5000}
 
 // benchPolicies are the policies prioritize is measured with: the cheapest and the default.
-var benchPolicies = []string{"binpack", DefaultPolicy}
+var benchPolicies = []string{"binpack", policies.Default}
 
 const (
 	benchGPUsPerNode = 8
@@ -68,7 +69,7 @@ func newBenchCluster(b *testing.B, n int, policyName string) *benchCluster {
 	pod := st.MakePod().Name("pending").GPUMem(benchPodUnits).Obj()
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	nodeNames := append([]string(nil), names...)
-	policy, err := NewPolicies().New(policyName)
+	policy, err := policies.NewRegistry().New(policyName)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func newBenchCluster(b *testing.B, n int, policyName string) *benchCluster {
 func BenchmarkFilter(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			bc := newBenchCluster(b, n, DefaultPolicy)
+			bc := newBenchCluster(b, n, policies.Default)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
@@ -154,7 +155,7 @@ func BenchmarkFilterPrioritize(b *testing.B) {
 func BenchmarkBind(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			bc := newBenchCluster(b, n, DefaultPolicy)
+			bc := newBenchCluster(b, n, policies.Default)
 			pods := bc.api.CoreV1().Pods("default")
 			fits := *bc.ext.Filter(bc.ctx, bc.args).NodeNames
 			b.ReportAllocs()

@@ -15,13 +15,11 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // ErrAlreadyBound: the pod is bound to another node than the one asked.
 var ErrAlreadyBound = errors.New("pod is already bound to another node")
-
-// assumeRetries bounds how often bind re-plans when a concurrent bind took the chosen card.
-const assumeRetries = 3
 
 // Bind chooses the pod's GPU(s) on the node, charges them in the cache, writes the placement
 // annotations with a Patch and then creates the Binding. Any failure rolls the charge back.
@@ -52,11 +50,13 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
 		}
 		logger.V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", args.Node, "allocation", alloc)
-		e.observe(pod, &req)
 	}
 	if err := e.bindPod(ctx, pod, args.Node); err != nil {
 		e.rollback(ctx, pod, &req)
 		return err
+	}
+	if !req.Empty() {
+		e.observe(pod, &req) // learned once, now that the pod is bound
 	}
 	e.metrics.binds.Add(1)
 	return nil
@@ -72,34 +72,25 @@ func (e *Extender) alreadyBound(pod *v1.Pod, node string) error {
 	return nil
 }
 
-// assume plans the pod on node and charges the plan, re-planning when a concurrent bind took
+// assume plans the pod on node and charges the plan, planning again when a concurrent bind took
 // the cards first. An existing assumption for the pod on node is reused.
 func (e *Extender) assume(pod *v1.Pod, req *contract.PodRequest, nodeName string) (contract.Allocation, error) {
 	if p, ok := e.cache.Pod(pod.UID); ok && p.Node == nodeName && p.Allocation != nil {
 		return p.Allocation, nil
 	}
-	cpu, mem := cache.PodRequests(pod)
-	policy := ForPod(e.policy, PodResources{MilliCPU: cpu, Memory: mem})
-	var lastErr error
-	for range assumeRetries {
-		node, ok := e.cache.Node(nodeName)
-		if !ok {
-			return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
-		}
-		plan, ok := PlanPod(node, req, policy)
-		if !ok {
-			return nil, Explain(node, req, e.names.UnitLabel())
-		}
-		alloc, err := e.cache.AssumePod(pod, req, nodeName, plan.Allocation(node, req))
-		if err == nil {
-			return alloc, nil
-		}
-		if !errors.Is(err, cache.ErrDoesNotFit) {
-			return nil, err
-		}
-		lastErr = err
+	node, ok := e.cache.Node(nodeName)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
 	}
-	return nil, lastErr
+	d := placement.NewDecision(e.policy, req, cache.PodResources(pod))
+	c, err := d.Place(node, e.names.UnitLabel())
+	if err != nil {
+		return nil, err
+	}
+	charge := func(node string, alloc contract.Allocation) (contract.Allocation, error) {
+		return e.cache.AssumePod(pod, req, node, alloc)
+	}
+	return d.Assume(c, e.cache.Node, charge, e.names.UnitLabel())
 }
 
 // annotate writes the contract's placement annotations with a merge patch.
@@ -112,7 +103,7 @@ func (e *Extender) annotate(ctx context.Context, pod *v1.Pod, req *contract.PodR
 	for _, g := range node.GPUs {
 		gpuUnits[g.Index] = g.Capacity
 	}
-	ann, err := alloc.Annotations(req, gpuUnits, e.now())
+	ann, err := contract.PlacementAnnotations(alloc, req, gpuUnits, e.now())
 	if err != nil {
 		return err
 	}

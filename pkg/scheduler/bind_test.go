@@ -12,9 +12,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 func bindArgs(pod, node string) *extenderv1.ExtenderBindingArgs {
@@ -107,7 +107,7 @@ func TestBindWritesTheContractAnnotations(t *testing.T) {
 		t.Errorf("annotations (-want,+got):\n%s", diff)
 	}
 	p, ok := e.cache.Pod("uid-p")
-	if !ok || p.State != cache.PodAssumed {
+	if !ok || p.State != placement.PodAssumed {
 		t.Errorf("cache state = %+v, want Assumed", p)
 	}
 }

@@ -7,17 +7,19 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// Extender answers kube-scheduler's filter, prioritize, bind and preempt calls.
+// Extender answers kube-scheduler's filter, prioritize, bind and preempt calls. Every verb
+// places the pod through a placement.Decision made with the extender's policy.
 type Extender struct {
 	cache   cache.Cache
 	client  kubernetes.Interface
-	policy  Policy
+	policy  placement.Policy
 	names   contract.Names
 	metrics *Metrics
 	now     func() time.Time
-	scratch scratchPool
+	buffers bufferPool
 }
 
 // Option configures an Extender.
@@ -30,7 +32,7 @@ func WithClock(now func() time.Time) Option { return func(e *Extender) { e.now =
 func WithMetrics(m *Metrics) Option { return func(e *Extender) { e.metrics = m } }
 
 // NewExtender returns an extender over c that binds through client.
-func NewExtender(c cache.Cache, client kubernetes.Interface, policy Policy, names contract.Names, opts ...Option) *Extender {
+func NewExtender(c cache.Cache, client kubernetes.Interface, policy placement.Policy, names contract.Names, opts ...Option) *Extender {
 	e := &Extender{cache: c, client: client, policy: policy, names: names, now: time.Now, metrics: NewMetrics()}
 	for _, o := range opts {
 		o(e)
@@ -39,7 +41,7 @@ func NewExtender(c cache.Cache, client kubernetes.Interface, policy Policy, name
 }
 
 // Policy returns the extender's placement policy.
-func (e *Extender) Policy() Policy { return e.policy }
+func (e *Extender) Policy() placement.Policy { return e.policy }
 
 // Metrics returns the extender's counters.
 func (e *Extender) Metrics() *Metrics { return e.metrics }

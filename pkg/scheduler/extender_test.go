@@ -16,6 +16,8 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
@@ -43,9 +45,19 @@ func newEnv(t *testing.T, policyName string, nodes []*v1.Node, pods ...*v1.Pod) 
 	for _, p := range pods {
 		c.SetPod(p)
 	}
-	ext := scheduler.NewExtender(c, client, policy(t, policyName), contract.DefaultNames(),
+	ext := scheduler.NewExtender(c, client, newPolicy(t, policyName), contract.DefaultNames(),
 		scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }))
 	return &env{ctx: ctx, client: client, cache: c, ext: ext}
+}
+
+// newPolicy builds the named policy.
+func newPolicy(t *testing.T, name string) placement.Policy {
+	t.Helper()
+	p, err := policies.NewRegistry().New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // bindingReactor makes the fake clientset's Bind set spec.nodeName, as the API server does,

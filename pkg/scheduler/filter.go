@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Filter keeps the nodes on which every gpu-mem container of the pod has a card. It answers in
@@ -29,20 +30,22 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		}
 		return e.filterResult(args, res, nil)
 	}
-	sc := e.scratch.get(len(names))
-	defer e.scratch.put(sc)
-	failures := sc.failures
+	buf := e.buffers.get(len(names))
+	defer e.buffers.put(buf)
+	failures := buf.failures
 	if !req.Empty() {
+		res := cache.PodResources(args.Pod)
 		parallelize(len(names), func(lo, hi int) {
-			var plan Plan
-			e.cache.Visit(names[lo:hi], func(i int, node *cache.NodeInfo) {
-				if fe := e.check(node, &req, &plan); fe != nil {
+			var plan placement.Plan
+			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
+			e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
+				if fe := e.check(d, node, &plan); fe != nil {
 					failures[lo+i] = fe
 				}
 			})
 		})
 	}
-	passed := sc.fits
+	passed := buf.fits
 	for i, fe := range failures {
 		switch {
 		case fe == nil:
@@ -61,19 +64,15 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	return e.filterResult(args, res, passed)
 }
 
-// check says why req does not fit node (nil when it fits); plan is scratch space.
-func (e *Extender) check(node *cache.NodeInfo, req *contract.PodRequest, plan *Plan) *FitError {
+// check says why d's pod does not fit node (nil when it fits); plan is scratch space.
+func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *placement.Plan) *placement.FitError {
 	switch {
 	case node == nil:
-		return &FitError{Reason: "GPU memory: node is not a GPU-sharing node known to the extender", Unresolvable: true}
-	case len(req.Containers) == 1 && req.Containers[0].GPUs == 1 && len(req.Models) == 0:
-		if node.MaxFree >= req.Containers[0].Units {
-			return nil // one card, any model: the largest free block decides
-		}
-	case planInto(node, req, e.policy, plan):
+		return &placement.FitError{Reason: "GPU memory: node is not a GPU-sharing node known to the extender", Unresolvable: true}
+	case d.Feasible(node, plan):
 		return nil
 	}
-	return Explain(node, req, e.names.UnitLabel())
+	return placement.Explain(node, d.Request(), e.names.UnitLabel())
 }
 
 // filterResult fills the passing nodes (passed[i] for the request's i-th node) in the form the

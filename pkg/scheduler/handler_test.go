@@ -28,6 +28,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -85,7 +86,7 @@ func extenderOn(logger klog.Logger, nodes []*v1.Node, pods []*v1.Pod) (*Extender
 		c.SetPod(p)
 	}
 	api := fakeAPIWithBinding(objs...)
-	return NewExtender(c, api, binpack{}, contract.DefaultNames(), WithClock(fixedNow)), api
+	return NewExtender(c, api, placement.Binpack{}, contract.DefaultNames(), WithClock(fixedNow)), api
 }
 
 // routeFixture is the state the route tests run on:
@@ -137,7 +138,7 @@ func names(n ...string) *[]string {
 }
 
 // wantNode is a node of routeFixture as the cache shows it: 64 CPUs, 256 GiB, no requests.
-func wantNode(name string, gpus []cache.GPUInfo, pods ...cache.PodInfo) *cache.NodeInfo {
+func wantNode(name string, gpus []placement.GPUInfo, pods ...placement.PodInfo) *placement.NodeInfo {
 	var maxFree int64
 	for i := range gpus {
 		gpus[i].UUID = fmt.Sprintf("GPU-%s-%d", name, gpus[i].Index)
@@ -146,12 +147,12 @@ func wantNode(name string, gpus []cache.GPUInfo, pods ...cache.PodInfo) *cache.N
 			maxFree = max(maxFree, gpus[i].Capacity-gpus[i].Used)
 		}
 	}
-	return &cache.NodeInfo{Name: name, Inventory: cache.FromAnnotation, GPUs: gpus, Pods: pods, MaxFree: maxFree,
+	return &placement.NodeInfo{Name: name, Inventory: placement.FromAnnotation, GPUs: gpus, Pods: pods, MaxFree: maxFree,
 		AllocatableMilliCPU: 64000, AllocatableMemory: 256 << 30}
 }
 
-func boundPod(name, node string, units int64) cache.PodInfo {
-	return cache.PodInfo{Namespace: "default", Name: name, UID: types.UID("uid-" + name), Node: node, State: cache.PodBound,
+func boundPod(name, node string, units int64) placement.PodInfo {
+	return placement.PodInfo{Namespace: "default", Name: name, UID: types.UID("uid-" + name), Node: node, State: placement.PodBound,
 		Units: units, Allocation: contract.Allocation{"0": {0: units}}}
 }
 
@@ -324,17 +325,17 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "inspect lists every GPU node", method: http.MethodGet, path: pre + "/inspect",
 			wantStatus: http.StatusOK, wantType: jsonType,
-			want: InspectResult{Unit: "GiB", Nodes: []*cache.NodeInfo{
-				wantNode("n1", []cache.GPUInfo{{Index: 0, Capacity: 16, Healthy: true}, {Index: 1, Capacity: 16, Healthy: true}}),
-				wantNode("n2", []cache.GPUInfo{{Index: 0, Capacity: 8, Used: 6, Healthy: true}}, boundPod("busy", "n2", 6)),
-				wantNode("n3", []cache.GPUInfo{{Index: 0, Capacity: 16}}),
-				wantNode("n4", []cache.GPUInfo{{Index: 0, Capacity: 8, Used: 2, Healthy: true}}, boundPod("half", "n4", 2)),
+			want: InspectResult{Unit: "GiB", Nodes: []*placement.NodeInfo{
+				wantNode("n1", []placement.GPUInfo{{Index: 0, Capacity: 16, Healthy: true}, {Index: 1, Capacity: 16, Healthy: true}}),
+				wantNode("n2", []placement.GPUInfo{{Index: 0, Capacity: 8, Used: 6, Healthy: true}}, boundPod("busy", "n2", 6)),
+				wantNode("n3", []placement.GPUInfo{{Index: 0, Capacity: 16}}),
+				wantNode("n4", []placement.GPUInfo{{Index: 0, Capacity: 8, Used: 2, Healthy: true}}, boundPod("half", "n4", 2)),
 			}},
 		},
 		{
 			name: "inspect of one node", method: http.MethodGet, path: pre + "/inspect/n2",
 			wantStatus: http.StatusOK, wantType: jsonType,
-			want: *wantNode("n2", []cache.GPUInfo{{Index: 0, Capacity: 8, Used: 6, Healthy: true}}, boundPod("busy", "n2", 6)),
+			want: *wantNode("n2", []placement.GPUInfo{{Index: 0, Capacity: 8, Used: 6, Healthy: true}}, boundPod("busy", "n2", 6)),
 		},
 		{
 			name: "inspect of an unknown node is a 404", method: http.MethodGet, path: pre + "/inspect/ghost",
@@ -402,7 +403,7 @@ func runRoute(t *testing.T, tc routeCase) {
 		t.Errorf("Content-Type = %q, want %q", ctype, tc.wantType)
 	}
 	if tc.want != nil {
-		if diff := cmp.Diff(tc.want, decodeAs(t, tc.want, body), cmpopts.IgnoreUnexported(cache.NodeInfo{})); diff != "" {
+		if diff := cmp.Diff(tc.want, decodeAs(t, tc.want, body), cmpopts.IgnoreUnexported(placement.NodeInfo{})); diff != "" {
 			t.Errorf("answer (-want,+got):\n%s", diff)
 		}
 	}

@@ -9,23 +9,21 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // observe tells a learning policy about a pod the extender placed.
 func (e *Extender) observe(pod *v1.Pod, req *contract.PodRequest) {
-	l, ok := e.policy.(Learner)
-	if !ok {
-		return
+	if l, ok := e.policy.(placement.Learner); ok {
+		l.Observe(req, cache.PodResources(pod))
 	}
-	cpu, mem := cache.PodRequests(pod)
-	l.Observe(req, PodResources{MilliCPU: cpu, Memory: mem})
 }
 
 // Relearn rebuilds a learning policy's distribution from the pods in the cache. Call it once
 // the informers have synced (after a restart the pods already running are the best sample of
 // the workload); it does nothing for other policies.
 func (e *Extender) Relearn() {
-	if l, ok := e.policy.(Learner); ok {
+	if l, ok := e.policy.(placement.Learner); ok {
 		l.Rebuild(e.cache.Nodes())
 	}
 }
@@ -34,7 +32,7 @@ func (e *Extender) Relearn() {
 // so that it forgets deleted nodes; it does nothing for other policies. RunPolicySync calls it
 // periodically.
 func (e *Extender) SyncPolicy() {
-	if s, ok := e.policy.(NodeSyncer); ok {
+	if s, ok := e.policy.(placement.NodeSyncer); ok {
 		s.SyncNodes(e.cache.Nodes())
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Preempt keeps, of kube-scheduler's candidate nodes and victims, the nodes where the pod's
@@ -21,6 +23,8 @@ func (e *Extender) Preempt(ctx context.Context, args *extenderv1.ExtenderPreempt
 	if err != nil {
 		return out
 	}
+	d := placement.NewDecision(e.policy, &req, cache.PodResources(args.Pod))
+	var plan placement.Plan
 	for name, mv := range metaVictims(args) {
 		if req.Empty() {
 			out.NodeNameToMetaVictims[name] = mv
@@ -34,7 +38,7 @@ func (e *Extender) Preempt(ctx context.Context, args *extenderv1.ExtenderPreempt
 		if !ok {
 			continue
 		}
-		if _, fits := PlanPod(node, &req, e.policy); fits {
+		if d.Feasible(node, &plan) {
 			out.NodeNameToMetaVictims[name] = mv
 		}
 	}

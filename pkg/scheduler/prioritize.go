@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Prioritize scores the candidate nodes with the policy. The node(s) with the policy's best
@@ -29,17 +30,16 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	if err != nil || req.Empty() {
 		return out, nil // filter already reported the error
 	}
-	cpu, mem := cache.PodRequests(args.Pod)
-	res := PodResources{MilliCPU: cpu, Memory: mem}
-	sc := e.scratch.get(len(names))
-	defer e.scratch.put(sc)
-	raw, fits := sc.raw, sc.fits
+	res := cache.PodResources(args.Pod)
+	buf := e.buffers.get(len(names))
+	defer e.buffers.put(buf)
+	raw, fits := buf.raw, buf.fits
 	parallelize(len(names), func(lo, hi int) {
-		var plan Plan
-		policy := ForPod(e.policy, res) // one per goroutine
-		e.cache.Visit(names[lo:hi], func(i int, node *cache.NodeInfo) {
-			if node != nil && planInto(node, &req, policy, &plan) {
-				raw[lo+i], fits[lo+i] = policy.ScoreNode(node, &plan, &req), true
+		var plan placement.Plan
+		d := placement.NewDecision(e.policy, &req, res) // one per goroutine
+		e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
+			if node != nil {
+				raw[lo+i], fits[lo+i] = d.Score(node, &plan)
 			}
 		})
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // raceResults collects what the binders saw.
@@ -180,7 +181,7 @@ func republishNodes(c cache.Cache, nodes []*v1.Node, done <-chan struct{}) {
 
 // checkSnapshots fails the test for any card over capacity or any pending units (every pod
 // here carries a placement).
-func checkSnapshots(t *testing.T, nodes []*cache.NodeInfo) {
+func checkSnapshots(t *testing.T, nodes []*placement.NodeInfo) {
 	for _, n := range nodes {
 		for _, g := range n.GPUs {
 			if g.Used > g.Capacity {
@@ -228,8 +229,8 @@ func checkAPIUse(t *testing.T, c cache.Cache, live []*v1.Pod) map[string]map[int
 			continue
 		}
 		for g, u := range gpus {
-			if gi, ok := n.GPU(g); !ok || u > gi.Capacity {
-				t.Errorf("node %s GPU %d: the API's annotations place %d units, capacity %v", node, g, u, gi)
+			if pos, ok := n.Position(g); !ok || u > n.GPUs[pos].Capacity {
+				t.Errorf("node %s GPU %d: the API's annotations place %d units on a card it does not have or over its capacity", node, g, u)
 			}
 		}
 	}
@@ -259,9 +260,9 @@ func checkCacheMatchesAnnotations(t *testing.T, c cache.Cache, live []*v1.Pod, b
 		}
 		want := struct {
 			Node  string
-			State cache.PodState
+			State placement.PodState
 			Alloc contract.Allocation
-		}{node, cache.PodBound, alloc}
+		}{node, placement.PodBound, alloc}
 		got := want
 		got.Node, got.State, got.Alloc = info.Node, info.State, info.Allocation
 		if p.Spec.NodeName != node {

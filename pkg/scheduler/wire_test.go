@@ -18,8 +18,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json from what the handlers answer")
@@ -92,7 +92,7 @@ func TestWireGolden(t *testing.T) {
 		},
 		{
 			name: "inspect-node", method: http.MethodGet, path: "/inspect/n2",
-			response: cache.NodeInfo{}, wantStatus: http.StatusOK,
+			response: placement.NodeInfo{}, wantStatus: http.StatusOK,
 		},
 		{
 			name: "malformed", method: http.MethodPost, path: "/filter", request: json.RawMessage(`{"Pod":1}`),
@@ -166,7 +166,7 @@ func checkRoundTrip(t *testing.T, want any, golden []byte) {
 		t.Fatalf("decode golden request as %T: %v", want, err)
 	}
 	// JSON does not tell an empty map from a missing one.
-	if diff := cmp.Diff(want, got.Elem().Interface(), cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(cache.NodeInfo{})); diff != "" {
+	if diff := cmp.Diff(want, got.Elem().Interface(), cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(placement.NodeInfo{})); diff != "" {
 		t.Errorf("request round trip (-want,+got):\n%s", diff)
 	}
 }

@@ -12,11 +12,13 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
 // agreementState is a small cluster part-filled by the simulator: 3 nodes of 4 cards.
-func agreementState(t *testing.T, policy scheduler.Policy) (cache.Cache, *placer, contract.Names) {
+func agreementState(t *testing.T, policy placement.Policy) (cache.Cache, *placer, contract.Names) {
 	t.Helper()
 	names := contract.DefaultNames()
 	nodes := synthNodes(3, 4)
@@ -52,7 +54,7 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			policy, err := scheduler.NewPolicies().New(scheduler.DefaultPolicy)
+			policy, err := policies.NewRegistry().New(policies.Default)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,12 +64,12 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			simChoice, ok := p.choose(c.Lookup(p.names), &req, res)
+			simChoice, ok := p.choose(placement.NewDecision(policy, &req, res))
 			if !ok {
 				t.Fatal("simulator placed nothing")
 			}
-			simNode := p.names[simChoice.node]
-			simAlloc := simChoice.plan.Allocation(c.Lookup([]string{simNode})[0], &req)
+			simNode := simChoice.Node.Name
+			simAlloc := simChoice.Plan.Allocation(simChoice.Node, &req)
 
 			client := fake.NewClientset(pod)
 			ext := scheduler.NewExtender(c, client, policy, names)
@@ -96,10 +98,11 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 }
 
 // feasible lists the nodes the simulator would consider for the pod.
-func feasible(c cache.Cache, p *placer, req *contract.PodRequest, res scheduler.PodResources) []string {
+func feasible(c cache.Cache, p *placer, req *contract.PodRequest, res placement.PodResources) []string {
 	var out []string
+	d := placement.NewDecision(p.policy, req, res)
 	for i, n := range c.Lookup(p.names) {
-		if planFor(n, req, scheduler.ForPod(p.policy, res), &scheduler.Plan{}) && podFits(n, res) {
+		if _, fits := d.Score(n, &placement.Plan{}); fits && podFits(n, res) {
 			out = append(out, p.names[i])
 		}
 	}
@@ -107,7 +110,7 @@ func feasible(c cache.Cache, p *placer, req *contract.PodRequest, res scheduler.
 }
 
 // cpuFit lists the nodes with the pod's CPU and memory free.
-func cpuFit(c cache.Cache, p *placer, res scheduler.PodResources) []string {
+func cpuFit(c cache.Cache, p *placer, res placement.PodResources) []string {
 	var out []string
 	for i, n := range c.Lookup(p.names) {
 		if podFits(n, res) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // namespace is the namespace of the simulated pods.
@@ -85,11 +85,10 @@ func newCluster(nodes []Node, names *contract.Names, c cache.Cache) error {
 
 // podRequest is the pod's gpu-mem request and CPU/memory, parsed by the contract as the
 // extender parses it.
-func podRequest(pod *v1.Pod, names *contract.Names) (contract.PodRequest, scheduler.PodResources, error) {
+func podRequest(pod *v1.Pod, names *contract.Names) (contract.PodRequest, placement.PodResources, error) {
 	req, err := contract.ParseRequest(pod, names)
 	if err != nil {
-		return req, scheduler.PodResources{}, fmt.Errorf("pod %s: %w", pod.Name, err)
+		return req, placement.PodResources{}, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
-	cpu, mem := cache.PodRequests(pod)
-	return req, scheduler.PodResources{MilliCPU: cpu, Memory: mem}, nil
+	return req, cache.PodResources(pod), nil
 }

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
 
 // ErrBadConfig is wrapped by command-line errors.
@@ -37,14 +37,14 @@ type Config struct {
 
 // DefaultConfig is the paper's protocol with our default policy.
 func DefaultConfig() Config {
-	return Config{Policies: []string{scheduler.DefaultPolicy}, Inflate: 1.3, Seeds: seqInts(42, 51), Parallel: runtime.GOMAXPROCS(0)}
+	return Config{Policies: []string{policies.Default}, Inflate: 1.3, Seeds: seqInts(42, 51), Parallel: runtime.GOMAXPROCS(0)}
 }
 
 // AddFlags registers the flags on fs.
-func (c *Config) AddFlags(fs *flag.FlagSet, policies scheduler.Policies) {
+func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 	fs.StringVar(&c.NodesFile, "nodes", c.NodesFile, "node CSV (openb_node_list_gpu_node.csv)")
 	fs.StringVar(&c.PodsFile, "pods", c.PodsFile, "pod CSV (openb_pod_list_<trace>.csv)")
-	fs.Func("policy", fmt.Sprintf("comma-separated policies from %v (default %s)", policies.Names(), strings.Join(c.Policies, ",")), func(s string) error {
+	fs.Func("policy", fmt.Sprintf("comma-separated policies from %v (default %s)", registry.Names(), strings.Join(c.Policies, ",")), func(s string) error {
 		c.Policies = strings.Split(s, ",")
 		return nil
 	})
@@ -62,13 +62,13 @@ func (c *Config) AddFlags(fs *flag.FlagSet, policies scheduler.Policies) {
 }
 
 // Validate reports every problem with c.
-func (c *Config) Validate(policies scheduler.Policies) error {
+func (c *Config) Validate(registry policies.Registry) error {
 	var errs []error
 	if c.NodesFile == "" || c.PodsFile == "" {
 		errs = append(errs, fmt.Errorf("%w: --nodes and --pods are required", ErrBadConfig))
 	}
 	for _, p := range c.Policies {
-		if _, err := policies.New(p); err != nil {
+		if _, err := registry.New(p); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrBadConfig, err))
 		}
 	}

@@ -7,19 +7,19 @@ import (
 	"os"
 	"sync"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
 
 // Main runs every policy of cfg over its seeds and writes the report to w, and the curve and
 // plot files when asked.
-func Main(cfg *Config, policies scheduler.Policies, w io.Writer) error {
+func Main(cfg *Config, registry policies.Registry, w io.Writer) error {
 	nodes, pods, err := LoadTrace(cfg.NodesFile, cfg.PodsFile)
 	if err != nil {
 		return err
 	}
 	var sums []*Summary
 	for _, name := range cfg.Policies {
-		results, err := runSeeds(cfg, policies, name, nodes, pods)
+		results, err := runSeeds(cfg, registry, name, nodes, pods)
 		if err != nil {
 			return err
 		}
@@ -63,13 +63,13 @@ func LoadTrace(nodesFile, podsFile string) ([]Node, []Pod, error) {
 }
 
 // runSeeds runs one policy once per seed, cfg.Parallel at a time, each with its own policy.
-func runSeeds(cfg *Config, policies scheduler.Policies, name string, nodes []Node, pods []Pod) ([]*Result, error) {
+func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node, pods []Pod) ([]*Result, error) {
 	results := make([]*Result, len(cfg.Seeds))
 	errs := make([]error, len(cfg.Seeds))
 	sem := make(chan struct{}, cfg.Parallel)
 	var wg sync.WaitGroup
 	for i, seed := range cfg.Seeds {
-		policy, err := policies.New(name)
+		policy, err := registry.New(name)
 		if err != nil {
 			return nil, err
 		}

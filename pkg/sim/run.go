@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Run is one simulation: a trace, a policy and a seed.
@@ -17,7 +17,7 @@ type Run struct {
 	Nodes []Node
 	Pods  []Pod
 	// Policy is the policy under test, freshly built (it may learn).
-	Policy scheduler.Policy
+	Policy placement.Policy
 	// Inflate is the target total GPU request as a multiple of capacity (1.3 in the paper).
 	Inflate float64
 	// Seed drives the shuffle, the inflation, the node tie order and randomised policies.
@@ -50,10 +50,10 @@ func (r *Run) Execute() (*Result, error) {
 	}
 	capacity := capacityMilli(r.Nodes)
 	pods := Workload(r.Pods, int64(r.Inflate*float64(capacity)), rng)
-	if o, ok := r.Policy.(scheduler.Oracle); ok {
-		o.SetDistribution(oracle(r.Pods))
+	if o, ok := r.Policy.(placement.Oracle); ok {
+		o.Foresee(demands(r.Pods))
 	}
-	if s, ok := r.Policy.(scheduler.Seeded); ok {
+	if s, ok := r.Policy.(placement.Seeded); ok {
 		s.Seed(rng.Uint64())
 	}
 	p := newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes)))
@@ -86,25 +86,22 @@ func capacityMilli(nodes []Node) int64 {
 	return t
 }
 
-// oracle is FGD's typical-pod distribution of the whole trace (placement.md §2.3).
-func oracle(pods []Pod) *scheduler.Distribution {
-	counts := map[scheduler.TaskShape]float64{}
+// demands is the whole trace as an oracle policy is told it (FGD's typical pods come from it,
+// placement.md §2.3): each pod's GPU request and CPU.
+func demands(pods []Pod) []placement.Demand {
+	out := make([]placement.Demand, len(pods))
 	for i := range pods {
-		counts[shapeOf(&pods[i])]++
+		p := &pods[i]
+		out[i] = placement.Demand{Req: contract.PodRequest{Models: p.Models}, Res: placement.PodResources{MilliCPU: p.MilliCPU}}
+		if p.NumGPU > 0 {
+			out[i].Req.Containers = []contract.ContainerRequest{{Units: p.GPURequest(), GPUs: int(p.NumGPU)}}
+		}
 	}
-	return scheduler.TypicalDistribution(counts, scheduler.DefaultCoverage)
-}
-
-func shapeOf(p *Pod) scheduler.TaskShape {
-	req := contract.PodRequest{Models: p.Models}
-	if p.NumGPU > 0 {
-		req.Containers = []contract.ContainerRequest{{Units: p.GPURequest(), GPUs: int(p.NumGPU)}}
-	}
-	return scheduler.ShapeOf(&req, p.MilliCPU)
+	return out
 }
 
 // podFits is kube-scheduler's NodeResourcesFit for CPU and memory.
-func podFits(n *cache.NodeInfo, res scheduler.PodResources) bool {
+func podFits(n *placement.NodeInfo, res placement.PodResources) bool {
 	return n.RequestedMilliCPU+res.MilliCPU <= n.AllocatableMilliCPU && n.RequestedMemory+res.Memory <= n.AllocatableMemory
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
 
 // synthNodes is n nodes with cards GPUs each, 8 CPUs and 16 GiB.
@@ -28,7 +28,7 @@ func sharingPods(n int, milli int64) []Pod {
 
 func execute(t *testing.T, policy string, nodes []Node, pods []Pod, inflate float64, seed uint64) *Result {
 	t.Helper()
-	p, err := scheduler.NewPolicies().New(policy)
+	p, err := policies.NewRegistry().New(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestTilingTrace(t *testing.T) {
 		At50, At100       float64
 	}
 	want := outcome{Submitted: 17, Placed: 16, At50: 50, At100: 100}
-	for _, policy := range scheduler.NewPolicies().Names() {
+	for _, policy := range policies.NewRegistry().Names() {
 		t.Run(policy, func(t *testing.T) {
 			res := execute(t, policy, synthNodes(4, 2), pods, 1, 7)
 			got := outcome{Submitted: res.Submitted, Placed: res.Placed, At50: res.AllocAt(50), At100: res.AllocAt(100)}
@@ -75,7 +75,7 @@ func TestPackingMatters(t *testing.T) {
 			want   float64
 		}{
 			{"binpack", "binpack", 100},
-			{"fgd-online", scheduler.DefaultPolicy, 100},
+			{"fgd-online", policies.Default, 100},
 			{"spread", "spread", map[bool]float64{true: 50, false: 100}[wholeLast]},
 		}
 		for _, tt := range tests {

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
 
 // BenchmarkOpenB replays one seed of the openb trace named by $GPUSHARE_SIM_NODES and
@@ -20,10 +20,10 @@ func BenchmarkOpenB(b *testing.B) {
 	}
 	name := os.Getenv("GPUSHARE_SIM_POLICY")
 	if name == "" {
-		name = scheduler.DefaultPolicy
+		name = policies.Default
 	}
 	for b.Loop() {
-		policy, err := scheduler.NewPolicies().New(name)
+		policy, err := policies.NewRegistry().New(name)
 		if err != nil {
 			b.Fatal(err)
 		}

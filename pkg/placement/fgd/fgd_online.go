@@ -1,8 +1,8 @@
-package scheduler
+package fgd
 
 import (
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Weights of fgd-online's terms, one setting for every workload (docs/placement.md has the
@@ -16,7 +16,13 @@ const (
 	leftoverWeight = 1
 )
 
-// fgdOnline is gpushare's default policy. It scores a placement by FGD's fragmentation gradient
+var (
+	_ placement.Learner    = (*Online)(nil)
+	_ placement.NodeSyncer = (*Online)(nil)
+	_ placement.CardPicker = (*fgdOnlinePod)(nil)
+)
+
+// Online is gpushare's default policy, fgd-online. It scores a placement by FGD's fragmentation gradient
 // (placement.md §2) over a distribution it learns online from the pods it observes (decayed
 // counts, bounded memory; see onlineDistribution), plus two look-aheads that FGD lacks, all in
 // milli-GPU before FGD's integer sigmoid:
@@ -34,47 +40,40 @@ const (
 //
 // Card choice and node ties are FGD's (best integer score, lowest card index; ties to the
 // scheduler's node order). Safe for concurrent use; ForPod results serve one goroutine.
-type fgdOnline struct {
+type Online struct {
 	learned *onlineDistribution
 	views   *fragViews
 }
 
-func newFGDOnline() *fgdOnline {
-	return &fgdOnline{learned: newOnlineDistribution(learnHalfLife), views: newFragViews()}
+// NewOnline returns an fgd-online policy that has learned nothing yet.
+func NewOnline() *Online {
+	return &Online{learned: newOnlineDistribution(learnHalfLife), views: newFragViews()}
 }
 
-func (f *fgdOnline) Name() string { return "fgd-online" }
+// Name is "fgd-online".
+func (f *Online) Name() string { return "fgd-online" }
 
 // Observe learns the pod's shape.
-func (f *fgdOnline) Observe(req *contract.PodRequest, res PodResources) {
+func (f *Online) Observe(req *gpumem.PodRequest, res placement.PodResources) {
 	f.learned.observe(ShapeOf(req, res.MilliCPU))
 }
 
 // Rebuild relearns from the pods on nodes (model constraints are not in the cache, so the
 // rebuilt shapes accept any model until new pods are observed).
-func (f *fgdOnline) Rebuild(nodes []*cache.NodeInfo) { f.learned.reset(countPods(nodes)) }
+func (f *Online) Rebuild(nodes []*placement.NodeInfo) { f.learned.reset(countPods(nodes)) }
 
 // SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out).
-func (f *fgdOnline) SyncNodes(nodes []*cache.NodeInfo) { f.views.sync(nodes) }
+func (f *Online) SyncNodes(nodes []*placement.NodeInfo) { f.views.sync(nodes) }
 
-func (f *fgdOnline) ForPod(res PodResources) Policy {
+// ForPod returns fgd-online's scorer for one pod.
+func (f *Online) ForPod(res placement.PodResources) placement.Scorer {
 	return &fgdOnlinePod{fragPod{s: newFragScorer(f.learned.current.Load(), f.views, res)}}
 }
 
-func (f *fgdOnline) RankGPU(node *cache.NodeInfo, g int, units int64, req *contract.PodRequest) float64 {
-	return f.ForPod(PodResources{}).RankGPU(node, g, units, req)
-}
-
-func (f *fgdOnline) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
-	return f.ForPod(PodResources{}).ScoreNode(node, plan, req)
-}
-
-// fgdOnlinePod is fgdOnline for one pod; cards are ranked as fgd ranks them.
+// fgdOnlinePod is fgd-online's scorer for one pod; cards are ranked as fgd ranks them.
 type fgdOnlinePod struct{ fragPod }
 
-func (p *fgdOnlinePod) Name() string { return "fgd-online" }
-
-func (p *fgdOnlinePod) ScoreNode(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+func (p *fgdOnlinePod) ScoreNode(node *placement.NodeInfo, plan *placement.Plan, req *gpumem.PodRequest) float64 {
 	units := plan.TotalCharge(req)
 	d := p.s.planDelta(node, plan, req)
 	d += strandWeight * p.s.strandDelta(units)

@@ -1,12 +1,12 @@
-package scheduler
+package fgd
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
+	pt "github.com/gpushare/gpushare/pkg/placement/testing"
 )
 
 // TestFragMemoMatchesFresh: a policy that scores pod after pod, reusing per-node results between
@@ -15,63 +15,60 @@ import (
 // between pods, get their own results.
 func TestFragMemoMatchesFresh(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 9))
-	nodes := openbLikeCluster(60, rng)
-	reqs := openbLikeRequests()
+	nodes := pt.OpenbLikeCluster(60, rng)
+	reqs := pt.OpenbLikeWorkload()
 	dist := func() *Distribution {
 		counts := map[TaskShape]float64{}
 		for _, r := range reqs {
-			counts[ShapeOf(&r.req, r.res.MilliCPU)]++
+			counts[ShapeOf(&r.Req, r.Res.MilliCPU)]++
 		}
 		return TypicalDistribution(counts, DefaultCoverage)
 	}()
 	for _, name := range []string{"fgd", "fgd-online"} {
 		t.Run(name, func(t *testing.T) {
 			shared := newTestPolicy(t, name, dist, reqs)
-			var pods []struct {
-				req contract.PodRequest
-				res PodResources
-			}
+			var pods []placement.Demand
 			for range 6 {
 				r := reqs[rng.IntN(len(reqs))]
 				short := r
-				short.res.MilliCPU = 40000 + rng.Int64N(40000) // leaves some nodes short of CPU
+				short.Res.MilliCPU = 40000 + rng.Int64N(40000) // leaves some nodes short of CPU
 				// the same pod twice (the second reuses the first's results), then one with
 				// the same units and another CPU request (whose results differ).
 				pods = append(pods, r, r, short)
 			}
 			for i, pod := range pods {
-				if pod.req.Empty() {
+				if pod.Req.Empty() {
 					continue
 				}
 				if i%5 == 4 { // a node changes between pods
 					k := rng.IntN(len(nodes))
 					changed := *nodes[k]
-					changed.GPUs = append([]cache.GPUInfo(nil), changed.GPUs...)
+					changed.SetGPUs(changed.GPUs)
 					changed.GPUs[0].Used = rng.Int64N(changed.GPUs[0].Capacity + 1)
 					changed.Summarize()
 					nodes[k] = &changed
 				}
-				fresh := ForPod(newTestPolicy(t, name, dist, reqs), pod.res)
-				warm := ForPod(shared, pod.res)
+				fresh := newTestPolicy(t, name, dist, reqs).ForPod(pod.Res)
+				warm := shared.ForPod(pod.Res)
 				for _, n := range nodes {
-					wantPlan, wantOK := PlanPod(n, &pod.req, fresh)
-					gotPlan, gotOK := PlanPod(n, &pod.req, warm)
+					wantPlan, wantOK := placement.PlanPod(n, &pod.Req, fresh)
+					gotPlan, gotOK := placement.PlanPod(n, &pod.Req, warm)
 					if wantOK != gotOK {
 						t.Fatalf("pod %d, node %s: fits %v with memo, %v without", i, n.Name, gotOK, wantOK)
 					}
 					if !wantOK {
 						continue
 					}
-					if want, got := fresh.ScoreNode(n, wantPlan, &pod.req), warm.ScoreNode(n, gotPlan, &pod.req); got != want ||
+					if want, got := fresh.ScoreNode(n, wantPlan, &pod.Req), warm.ScoreNode(n, gotPlan, &pod.Req); got != want ||
 						fmt.Sprint(gotPlan.Slots) != fmt.Sprint(wantPlan.Slots) {
 						t.Fatalf("pod %d, node %s: plan %v score %v with memo, plan %v score %v without", i, n.Name, gotPlan.Slots, got, wantPlan.Slots, want)
 					}
 					for g := range n.GPUs {
-						u := pod.req.Containers[0].PerGPU()
-						if n.Card(g).Free < u {
+						u := pod.Req.Containers[0].PerGPU()
+						if n.GPUs[g].Free() < u {
 							continue
 						}
-						if want, got := fresh.RankGPU(n, g, u, &pod.req), warm.RankGPU(n, g, u, &pod.req); got != want {
+						if want, got := fresh.RankGPU(n, g, u, &pod.Req), warm.RankGPU(n, g, u, &pod.Req); got != want {
 							t.Fatalf("pod %d, node %s, card %d: rank %v with memo, %v without", i, n.Name, g, got, want)
 						}
 						if want, got := scorerOf(t, fresh).cardDelta(n, g, u), scorerOf(t, warm).cardDelta(n, g, u); got != want {
@@ -85,35 +82,33 @@ func TestFragMemoMatchesFresh(t *testing.T) {
 }
 
 // newTestPolicy is the named policy with distribution d (fgd) or having learned reqs (fgd-online).
-func newTestPolicy(t *testing.T, name string, d *Distribution, reqs []struct {
-	req contract.PodRequest
-	res PodResources
-}) Policy {
+func newTestPolicy(t *testing.T, name string, d *Distribution, reqs []placement.Demand) placement.Policy {
 	t.Helper()
-	p, err := NewPolicies().New(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, ok := p.(Oracle); ok {
-		o.SetDistribution(d)
-	}
-	if l, ok := p.(Learner); ok {
-		for _, r := range reqs {
-			l.Observe(&r.req, r.res)
+	switch name {
+	case "fgd":
+		p := New()
+		p.dist.Store(d)
+		return p
+	case "fgd-online":
+		p := NewOnline()
+		for i := range reqs {
+			p.Observe(&reqs[i].Req, reqs[i].Res)
 		}
+		return p
 	}
-	return p
+	t.Fatalf("no policy %q", name)
+	return nil
 }
 
-// scorerOf is the fragScorer of an fgd or fgd-online policy specialised to a pod.
-func scorerOf(t *testing.T, p Policy) *fragScorer {
+// scorerOf is the fragScorer of an fgd or fgd-online scorer for one pod.
+func scorerOf(t *testing.T, s placement.Scorer) *fragScorer {
 	t.Helper()
-	switch p := p.(type) {
+	switch s := s.(type) {
 	case *fgdPod:
-		return p.s
+		return s.s
 	case *fgdOnlinePod:
-		return p.s
+		return s.s
 	}
-	t.Fatalf("%T is not a fragmentation policy for one pod", p)
+	t.Fatalf("%T is not a fragmentation scorer for one pod", s)
 	return nil
 }

@@ -1,8 +1,7 @@
-package scheduler
+package placement
 
 import (
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // Slot is one card of one container in a plan.
@@ -23,8 +22,8 @@ type Plan struct {
 }
 
 // Allocation turns the plan into the pod's placement annotation value.
-func (p *Plan) Allocation(node *cache.NodeInfo, req *contract.PodRequest) contract.Allocation {
-	a := contract.Allocation{}
+func (p *Plan) Allocation(node *NodeInfo, req *gpumem.PodRequest) gpumem.Allocation {
+	a := gpumem.Allocation{}
 	for _, s := range p.Slots {
 		key := req.Containers[s.Container].Key
 		if a[key] == nil {
@@ -37,7 +36,7 @@ func (p *Plan) Allocation(node *cache.NodeInfo, req *contract.PodRequest) contra
 
 // Charge is the units the plan adds to GPU position g: the larger of the pod's largest init
 // container there and the sum of its app containers there.
-func (p *Plan) Charge(req *contract.PodRequest, g int) int64 {
+func (p *Plan) Charge(req *gpumem.PodRequest, g int) int64 {
 	var initMax, apps int64
 	for _, s := range p.Slots {
 		if s.GPU != g {
@@ -53,7 +52,7 @@ func (p *Plan) Charge(req *contract.PodRequest, g int) int64 {
 }
 
 // TotalCharge is the units the plan adds to the node: Charge summed over the GPUs it uses.
-func (p *Plan) TotalCharge(req *contract.PodRequest) int64 {
+func (p *Plan) TotalCharge(req *gpumem.PodRequest) int64 {
 	var units int64
 	for i, s := range p.Slots {
 		if p.FirstSlotOn(i) {

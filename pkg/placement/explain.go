@@ -1,11 +1,10 @@
-package scheduler
+package placement
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // FitError says why a pod does not fit a node, in words for people.
@@ -20,14 +19,14 @@ type FitError struct {
 func (e *FitError) Error() string { return e.Reason }
 
 // Explain says why req does not fit node; unit labels the quantities (e.g. "GiB").
-func Explain(node *cache.NodeInfo, req *contract.PodRequest, unit string) *FitError {
+func Explain(node *NodeInfo, req *gpumem.PodRequest, unit string) *FitError {
 	need, cards := int64(0), 0
 	for _, c := range req.Containers {
 		need, cards = max(need, c.PerGPU()), max(cards, c.GPUs)
 	}
 	eligible, largestCap, best := 0, int64(0), -1
 	for g := range node.GPUs {
-		if !usable(node, g, req) {
+		if !node.CardFits(g, 0, req) {
 			continue
 		}
 		eligible++
@@ -54,7 +53,7 @@ func Explain(node *cache.NodeInfo, req *contract.PodRequest, unit string) *FitEr
 		len(req.Containers), req.TotalUnits(), unit)}
 }
 
-func noEligible(node *cache.NodeInfo, req *contract.PodRequest) string {
+func noEligible(node *NodeInfo, req *gpumem.PodRequest) string {
 	healthy, models := 0, map[string]bool{}
 	for g := range node.GPUs {
 		if node.GPUs[g].Healthy {

@@ -1,12 +1,12 @@
-package scheduler
+package fgd
 
 import (
 	"math"
 	"slices"
 	"sync"
 
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // fragScorer computes FGD's fragmentation change for one pod over the nodes of one decision.
@@ -17,7 +17,7 @@ import (
 type fragScorer struct {
 	dist  *Distribution
 	views *fragViews
-	res   PodResources
+	res   placement.PodResources
 	entry *fragEntry
 	view  *fragView
 	base  float64 // fragmentation of view.node before the pod
@@ -77,7 +77,7 @@ func (m *cardMemo) store(units, milliCPU int64, after, rank []float64, picked in
 	copy(m.rank, rank)
 }
 
-func newFragScorer(d *Distribution, views *fragViews, res PodResources) *fragScorer {
+func newFragScorer(d *Distribution, views *fragViews, res placement.PodResources) *fragScorer {
 	if d == nil {
 		d = &Distribution{}
 	}
@@ -85,7 +85,7 @@ func newFragScorer(d *Distribution, views *fragViews, res PodResources) *fragSco
 }
 
 // use prepares s for node, reusing the previous node's results when it is the same snapshot.
-func (s *fragScorer) use(node *cache.NodeInfo) {
+func (s *fragScorer) use(node *placement.NodeInfo) {
 	if s.view != nil && s.view.node == node {
 		return
 	}
@@ -129,7 +129,7 @@ func nanFill(buf []float64) {
 }
 
 // cardDelta is the change in fragmentation (milli-GPU) of placing units on card g of node.
-func (s *fragScorer) cardDelta(node *cache.NodeInfo, g int, units int64) float64 {
+func (s *fragScorer) cardDelta(node *placement.NodeInfo, g int, units int64) float64 {
 	s.use(node)
 	s.forUnits(units)
 	if math.IsNaN(s.after[g]) {
@@ -145,7 +145,7 @@ func (s *fragScorer) cardDelta(node *cache.NodeInfo, g int, units int64) float64
 
 // cardRank is RankGPU's value for units on card g of node: minus FGD's integer score of the
 // card's fragmentation change.
-func (s *fragScorer) cardRank(node *cache.NodeInfo, g int, units int64) float64 {
+func (s *fragScorer) cardRank(node *placement.NodeInfo, g int, units int64) float64 {
 	s.use(node)
 	s.forUnits(units)
 	if math.IsNaN(s.rank[g]) {
@@ -157,7 +157,7 @@ func (s *fragScorer) cardRank(node *cache.NodeInfo, g int, units int64) float64 
 
 // pickedCard returns the card planning chose for units on node for a pod of this shape
 // accepting any model; a pod constrained to models ranks afresh.
-func (s *fragScorer) pickedCard(node *cache.NodeInfo, units int64, req *contract.PodRequest) (int, bool) {
+func (s *fragScorer) pickedCard(node *placement.NodeInfo, units int64, req *gpumem.PodRequest) (int, bool) {
 	if len(req.Models) > 0 {
 		return 0, false
 	}
@@ -167,7 +167,7 @@ func (s *fragScorer) pickedCard(node *cache.NodeInfo, units int64, req *contract
 }
 
 // cardPicked remembers planning's choice for a pod accepting any model.
-func (s *fragScorer) cardPicked(node *cache.NodeInfo, units int64, req *contract.PodRequest, g int) {
+func (s *fragScorer) cardPicked(node *placement.NodeInfo, units int64, req *gpumem.PodRequest, g int) {
 	if len(req.Models) > 0 {
 		return
 	}
@@ -189,7 +189,7 @@ func (s *fragScorer) groupWeights() []float64 {
 }
 
 // planDelta is the change in fragmentation (milli-GPU) of applying plan to node.
-func (s *fragScorer) planDelta(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+func (s *fragScorer) planDelta(node *placement.NodeInfo, plan *placement.Plan, req *gpumem.PodRequest) float64 {
 	s.use(node)
 	if len(plan.Slots) == 1 {
 		return s.cardDelta(node, plan.Slots[0].GPU, plan.Slots[0].Units)
@@ -222,13 +222,13 @@ const sliverShare = 5 // a fifth
 // slivers is the change (milli-GPU) in sliver capacity on the cards plan touches: a card's free
 // units count when they are under a fifth of its capacity (and not zero), so creating a sliver
 // costs its units and filling one in pays them back.
-func (s *fragScorer) slivers(node *cache.NodeInfo, plan *Plan, req *contract.PodRequest) float64 {
+func (s *fragScorer) slivers(node *placement.NodeInfo, plan *placement.Plan, req *gpumem.PodRequest) float64 {
 	var change int64
 	for i, slot := range plan.Slots {
 		if !plan.FirstSlotOn(i) {
 			continue
 		}
-		c, free := node.Card(slot.GPU).Capacity, s.view.free[slot.GPU]
+		c, free := node.GPUs[slot.GPU].Capacity, s.view.free[slot.GPU]
 		change += sliver(free-plan.Charge(req, slot.GPU), c) - sliver(free, c)
 	}
 	return float64(change) * s.view.milliPerUnit

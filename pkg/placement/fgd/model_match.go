@@ -1,10 +1,10 @@
-package scheduler
+package fgd
 
 import (
 	"sync"
 
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // modelMatcher memoises contract.ModelMatches for (constraint, card model) pairs, which the
@@ -17,7 +17,7 @@ type modelMatcher struct {
 func newModelMatcher() *modelMatcher { return &modelMatcher{seen: map[[2]string]bool{}} }
 
 // mask has bit g set when card g of node accepts a task constrained to models (joined as key).
-func (m *modelMatcher) mask(node *cache.NodeInfo, key string, models []string) uint64 {
+func (m *modelMatcher) mask(node *placement.NodeInfo, key string, models []string) uint64 {
 	if key == "" {
 		return ^uint64(0)
 	}
@@ -38,7 +38,7 @@ func (m *modelMatcher) accepts(key string, models []string, model string) bool {
 	if found {
 		return ok
 	}
-	req := contract.PodRequest{Models: models}
+	req := gpumem.PodRequest{Models: models}
 	ok = req.AcceptsModel(model)
 	m.mu.Lock()
 	m.seen[k] = ok

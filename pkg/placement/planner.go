@@ -1,33 +1,34 @@
-package scheduler
+package placement
 
 import (
 	"sort"
 
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // searchBudget bounds the backtracking over single-card containers of a multi-container pod.
 const searchBudget = 2048
 
-// PlanPod finds the policy's preferred placement of req on node; ok is false when there is none
-// (Explain says why). Containers are placed largest first on the cards the policy ranks first;
+// PlanPod finds the scorer's preferred placement of req on node; ok is false when there is none
+// (Explain says why). Containers are placed largest first on the cards the scorer ranks first;
 // if later containers do not fit, earlier single-card choices are revisited, so a placement is
 // found whenever one exists within the search budget.
-func PlanPod(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) (*Plan, bool) {
+func PlanPod(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) (*Plan, bool) {
 	p := &Plan{}
-	if !planInto(node, req, policy, p) {
+	if !PlanInto(node, req, scorer, p) {
 		return nil, false
 	}
 	return p, true
 }
 
-// planInto is PlanPod writing into p, so that hot loops over many nodes can reuse one Plan.
-func planInto(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p *Plan) bool {
-	if fits, single := planSingle(node, req, policy, p); single {
+// PlanInto is PlanPod writing into p instead of allocating a Plan, for callers that plan a pod
+// on many nodes. p's previous contents are overwritten; a one-slot plan lives in p's own
+// storage, so keep the *Plan, not a copy of it.
+func PlanInto(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer, p *Plan) bool {
+	if fits, single := planSingle(node, req, scorer, p); single {
 		return fits
 	}
-	s := newSearch(node, req, policy)
+	s := newSearch(node, req, scorer)
 	if !s.apps(0) || !s.inits() {
 		return false
 	}
@@ -37,7 +38,7 @@ func planInto(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p *
 
 // planSingle handles the common pod, one container on one card, without allocating: the slot
 // goes into p's inline storage. single is false when the pod is not of that shape.
-func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p *Plan) (fits, single bool) {
+func planSingle(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer, p *Plan) (fits, single bool) {
 	if len(req.Containers) != 1 || req.Containers[0].GPUs != 1 {
 		return false, false
 	}
@@ -46,18 +47,18 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 		return false, true
 	}
 	var best int
-	cp, picks := policy.(cardPicker)
-	switch fo, ok := policy.(freeOrderer); {
+	cp, picks := scorer.(CardPicker)
+	switch fo, ok := scorer.(FreeOrderer); {
 	case ok:
-		best = bestByFree(node, req, units, fo.emptiestFirst())
+		best = bestByFree(node, req, units, fo.EmptiestFirst())
 	case picks:
 		var known bool
-		if best, known = cp.pickedCard(node, units, req); !known {
-			best = bestByRank(node, req, units, policy)
-			cp.cardPicked(node, units, req, best)
+		if best, known = cp.PickedCard(node, units, req); !known {
+			best = bestByRank(node, req, units, scorer)
+			cp.CardPicked(node, units, req, best)
 		}
 	default:
-		best = bestByRank(node, req, units, policy)
+		best = bestByRank(node, req, units, scorer)
 	}
 	if best < 0 {
 		return false, true
@@ -67,65 +68,46 @@ func planSingle(node *cache.NodeInfo, req *contract.PodRequest, policy Policy, p
 	return true, true
 }
 
-// cardPicker is implemented by policies that remember which card of a node bestByRank chose
-// for a one-card container (the choice depends on the node's snapshot and the pod's shape
-// only), so that planning the same shape again on the same snapshot skips the ranking.
-type cardPicker interface {
-	// pickedCard returns the card remembered for units on node, if any.
-	pickedCard(node *cache.NodeInfo, units int64, req *contract.PodRequest) (g int, known bool)
-	// cardPicked remembers that bestByRank chose card g (-1: none) for units on node.
-	cardPicked(node *cache.NodeInfo, units int64, req *contract.PodRequest, g int)
-}
-
-// bestByRank is the position of the card policy ranks first among those where a one-card
+// bestByRank is the position of the card the scorer ranks first among those where a one-card
 // container of units fits (the lowest index on ties), or -1.
-func bestByRank(node *cache.NodeInfo, req *contract.PodRequest, units int64, policy Policy) int {
+func bestByRank(node *NodeInfo, req *gpumem.PodRequest, units int64, scorer Scorer) int {
 	best, bestRank := -1, 0.0
-	for g, free := range node.UsableFree() {
-		if !fitsOneCard(node, g, free, units, req) {
+	for g := range node.GPUs {
+		if !node.CardFits(g, units, req) {
 			continue
 		}
-		if r := policy.RankGPU(node, g, units, req); best < 0 || r < bestRank {
+		if r := scorer.RankGPU(node, g, units, req); best < 0 || r < bestRank {
 			best, bestRank = g, r
 		}
 	}
 	return best
 }
 
-// bestByFree is bestByRank for a freeOrderer: the fitting card with the fewest free units (the
+// bestByFree is bestByRank for a FreeOrderer: the fitting card with the fewest free units (the
 // most when emptiest), the lowest index on ties, without a call per card.
-func bestByFree(node *cache.NodeInfo, req *contract.PodRequest, units int64, emptiest bool) int {
+func bestByFree(node *NodeInfo, req *gpumem.PodRequest, units int64, emptiest bool) int {
 	sign := int64(1)
 	if emptiest {
 		sign = -1
 	}
 	best, bestKey := -1, int64(0)
-	for g, free := range node.UsableFree() {
-		if !fitsOneCard(node, g, free, units, req) {
+	usable := node.UsableFree()
+	for g := range usable {
+		if !node.CardFits(g, units, req) {
 			continue
 		}
-		if k := sign * free; best < 0 || k < bestKey {
+		if k := sign * usable[g]; best < 0 || k < bestKey {
 			best, bestKey = g, k
 		}
 	}
 	return best
 }
 
-// fitsOneCard reports whether card g of node, with free units as UsableFree gives them (an
-// unhealthy card's -1 is below any ask), takes a one-card container of units under req's models.
-func fitsOneCard(node *cache.NodeInfo, g int, free, units int64, req *contract.PodRequest) bool {
-	return free >= units && (len(req.Models) == 0 || req.AcceptsModel(node.GPUs[g].Model))
-}
-
-func usable(node *cache.NodeInfo, g int, req *contract.PodRequest) bool {
-	return node.Card(g).Healthy && (len(req.Models) == 0 || req.AcceptsModel(node.GPUs[g].Model))
-}
-
 // search is the state of one multi-container placement.
 type search struct {
-	node   *cache.NodeInfo
-	req    *contract.PodRequest
-	policy Policy
+	node   *NodeInfo
+	req    *gpumem.PodRequest
+	scorer Scorer
 	order  []int   // app containers, largest per-card ask first
 	free   []int64 // free units per GPU position after the slots so far
 	slots  []Slot
@@ -133,10 +115,10 @@ type search struct {
 	keys   []float64 // scratch for candidates: rank per GPU position
 }
 
-func newSearch(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) *search {
-	s := &search{node: node, req: req, policy: policy, budget: searchBudget, free: make([]int64, len(node.GPUs))}
+func newSearch(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) *search {
+	s := &search{node: node, req: req, scorer: scorer, budget: searchBudget, free: make([]int64, len(node.GPUs))}
 	for g := range node.GPUs {
-		if usable(node, g, req) {
+		if node.CardFits(g, 0, req) {
 			s.free[g] = node.GPUs[g].Free()
 		}
 	}
@@ -151,16 +133,16 @@ func newSearch(node *cache.NodeInfo, req *contract.PodRequest, policy Policy) *s
 	return s
 }
 
-// candidates lists GPU positions with at least units free, in the policy's order.
+// candidates lists GPU positions with at least units free, in the scorer's order.
 func (s *search) candidates(units int64, free []int64) []int {
 	var out []int
 	if len(s.keys) < len(free) {
 		s.keys = make([]float64, len(free))
 	}
 	for g := range free {
-		if free[g] >= units && usable(s.node, g, s.req) {
+		if free[g] >= units && s.node.CardFits(g, 0, s.req) {
 			out = append(out, g)
-			s.keys[g] = s.policy.RankGPU(s.node, g, units, s.req)
+			s.keys[g] = s.scorer.RankGPU(s.node, g, units, s.req)
 		}
 	}
 	sort.SliceStable(out, func(a, b int) bool { return s.keys[out[a]] < s.keys[out[b]] })
@@ -221,7 +203,7 @@ func (s *search) inits() bool {
 		}
 		base := make([]int64, len(s.node.GPUs))
 		for g := range base {
-			if usable(s.node, g, s.req) {
+			if s.node.CardFits(g, 0, s.req) {
 				base[g] = s.node.GPUs[g].Free()
 			}
 		}

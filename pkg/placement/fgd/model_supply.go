@@ -1,6 +1,6 @@
-package scheduler
+package fgd
 
-import "github.com/gpushare/gpushare/pkg/cache"
+import "github.com/gpushare/gpushare/pkg/placement"
 
 // modelSupply tracks the cluster's healthy GPU units per card model, from the nodes the policy
 // has scored or been handed by SyncNodes, and derives how hard model-constrained task types press on the models they
@@ -22,7 +22,7 @@ func newModelSupply() *modelSupply {
 }
 
 // set records node's cards, if they changed.
-func (m *modelSupply) set(node *cache.NodeInfo) {
+func (m *modelSupply) set(node *placement.NodeInfo) {
 	now := map[string]int64{}
 	for _, g := range node.GPUs {
 		if g.Healthy {

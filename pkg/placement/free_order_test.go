@@ -1,4 +1,4 @@
-package scheduler
+package placement_test
 
 import (
 	"fmt"
@@ -10,16 +10,20 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
+// rankOnly hides a scorer's FreeOrderer extension, so that the planner ranks cards by RankGPU.
+type rankOnly struct{ placement.Scorer }
+
 // TestFreeOrderMatchesRanking checks that binpack's and spread's shortcut (comparing free
-// units) picks the card their RankGPU ranks first, on random nodes with unhealthy cards, mixed
+// units, as FreeOrderers) picks the card their RankGPU ranks first, on random nodes with unhealthy cards, mixed
 // models and model-constrained asks.
 func TestFreeOrderMatchesRanking(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	rng := rand.New(rand.NewPCG(7, 11))
 	c := cache.New(contract.DefaultNames(), logger)
-	var nodes []*cache.NodeInfo
+	var nodes []*placement.NodeInfo
 	for i := range 300 {
 		name := fmt.Sprintf("n%d", i)
 		cards := 1 + rng.IntN(10)
@@ -46,14 +50,14 @@ func TestFreeOrderMatchesRanking(t *testing.T) {
 		n, _ := c.Node(name)
 		nodes = append(nodes, n)
 	}
-	for _, p := range []Policy{binpack{}, spread{}} {
+	for _, p := range []placement.Policy{placement.Binpack{}, placement.Spread{}} {
+		scorer := p.ForPod(placement.PodResources{})
 		for _, models := range [][]string{nil, {"A100"}} {
 			for units := int64(1); units <= 32; units *= 2 {
 				req := &contract.PodRequest{Containers: []contract.ContainerRequest{{Key: "0", Units: units, GPUs: 1}}, Models: models}
 				picked := 0
 				for _, n := range nodes {
-					fast := bestByFree(n, req, units, p.(freeOrderer).emptiestFirst())
-					slow := bestByRank(n, req, units, p)
+					fast, slow := card(n, req, scorer), card(n, req, rankOnly{scorer})
 					if fast != slow {
 						t.Fatalf("%s, %d units, models %v, node %s: shortcut picks card %d, RankGPU card %d", p.Name(), units, models, n.Name, fast, slow)
 					}
@@ -67,4 +71,13 @@ func TestFreeOrderMatchesRanking(t *testing.T) {
 			}
 		}
 	}
+}
+
+// card is the card PlanPod chooses for the one-card request req on n, -1 for none.
+func card(n *placement.NodeInfo, req *contract.PodRequest, scorer placement.Scorer) int {
+	plan, ok := placement.PlanPod(n, req, scorer)
+	if !ok {
+		return -1
+	}
+	return plan.Slots[0].GPU
 }

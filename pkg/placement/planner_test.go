@@ -1,4 +1,4 @@
-package scheduler_test
+package placement_test
 
 import (
 	"testing"
@@ -10,11 +10,12 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
 
 // nodeWith returns the snapshot of node after the bound pods.
-func nodeWith(t *testing.T, node *v1.Node, pods ...*v1.Pod) *cache.NodeInfo {
+func nodeWith(t *testing.T, node *v1.Node, pods ...*v1.Pod) *placement.NodeInfo {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	c := cache.New(contract.DefaultNames(), logger)
@@ -36,13 +37,13 @@ func mustRequest(t *testing.T, p *v1.Pod) *contract.PodRequest {
 	return &req
 }
 
-func policy(t *testing.T, name string) scheduler.Policy {
+func scorer(t *testing.T, name string) placement.Scorer {
 	t.Helper()
-	p, err := scheduler.NewPolicies().New(name)
+	p, err := policies.NewRegistry().New(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p.ForPod(placement.PodResources{})
 }
 
 func TestPlanPod(t *testing.T) {
@@ -102,18 +103,18 @@ func TestPlanPod(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			node := nodeWith(t, tt.node, tt.bound...)
 			req := mustRequest(t, tt.pod)
-			plan, ok := scheduler.PlanPod(node, req, policy(t, tt.policy))
+			plan, ok := placement.PlanPod(node, req, scorer(t, tt.policy))
 			if tt.wantReason != "" {
 				if ok {
 					t.Fatalf("PlanPod() = %v, want no fit", plan.Allocation(node, req))
 				}
-				if got := scheduler.Explain(node, req, "GiB").Reason; got != tt.wantReason {
+				if got := placement.Explain(node, req, "GiB").Reason; got != tt.wantReason {
 					t.Errorf("Explain() = %q, want %q", got, tt.wantReason)
 				}
 				return
 			}
 			if !ok {
-				t.Fatalf("PlanPod() found no fit: %v", scheduler.Explain(node, req, "GiB"))
+				t.Fatalf("PlanPod() found no fit: %v", placement.Explain(node, req, "GiB"))
 			}
 			if diff := cmp.Diff(tt.want, plan.Allocation(node, req)); diff != "" {
 				t.Errorf("allocation (-want,+got):\n%s", diff)

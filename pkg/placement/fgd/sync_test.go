@@ -1,37 +1,33 @@
-package scheduler
+package fgd
 
 import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// TestSyncPolicyForgetsDeletedNodes: after SyncPolicy, a fragmentation policy's model supply
+// TestSyncNodesForgetsDeletedNodes: after SyncNodes, a fragmentation policy's model supply
 // counts exactly the nodes the cache has, scored or not: deleted nodes no longer.
-func TestSyncPolicyForgetsDeletedNodes(t *testing.T) {
+func TestSyncNodesForgetsDeletedNodes(t *testing.T) {
 	for _, name := range []string{"fgd", "fgd-online"} {
 		t.Run(name, func(t *testing.T) {
-			logger, ctx := ktesting.NewTestContext(t)
+			logger, _ := ktesting.NewTestContext(t)
 			c := cache.New(contract.DefaultNames(), logger)
 			c.SetNode(st.MakeNode("a").GPUs(80, 80).Model(0, "A100").Model(1, "A100").Obj())
 			c.SetNode(st.MakeNode("b").GPUs(16).Obj())
 			c.SetNode(st.MakeNode("c").GPUs(16, 16).Obj())
-			policy, err := NewPolicies().New(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ext := NewExtender(c, fake.NewClientset(), policy, contract.DefaultNames())
+			policy := newTestPolicy(t, name, &Distribution{}, nil)
 			views := viewsOf(t, policy)
-			names := []string{"a", "b", "c"}
-			if _, err := ext.Prioritize(ctx, &extenderv1.ExtenderArgs{Pod: st.MakePod().GPUMem(4).Obj(), NodeNames: &names}); err != nil {
-				t.Fatal(err)
+			req := &contract.PodRequest{Containers: []contract.ContainerRequest{{Key: "0", Units: 4, GPUs: 1}}}
+			d := placement.NewDecision(policy, req, placement.PodResources{})
+			for _, n := range c.Nodes() {
+				d.Score(n, &placement.Plan{})
 			}
 			views.mu.Lock()
 			if got := len(views.supply.byNode); got != 3 {
@@ -40,7 +36,7 @@ func TestSyncPolicyForgetsDeletedNodes(t *testing.T) {
 			views.mu.Unlock()
 			c.RemoveNode("b")
 			c.SetNode(st.MakeNode("d").GPUs(32).Model(0, "A100").Obj()) // never scored
-			ext.SyncPolicy()
+			policy.(placement.NodeSyncer).SyncNodes(c.Nodes())
 			views.mu.Lock()
 			defer views.mu.Unlock()
 			want := map[string]int64{"A100": 80 + 80 + 32, "Tesla T4": 16 + 16}
@@ -58,12 +54,12 @@ func TestSyncPolicyForgetsDeletedNodes(t *testing.T) {
 }
 
 // viewsOf is a fragmentation policy's per-node views.
-func viewsOf(t *testing.T, p Policy) *fragViews {
+func viewsOf(t *testing.T, p placement.Policy) *fragViews {
 	t.Helper()
 	switch p := p.(type) {
-	case *fgd:
+	case *FGD:
 		return p.views
-	case *fgdOnline:
+	case *Online:
 		return p.views
 	}
 	t.Fatalf("%T keeps no fragmentation views", p)

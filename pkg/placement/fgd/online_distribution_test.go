@@ -1,4 +1,4 @@
-package scheduler
+package fgd
 
 import (
 	"testing"
@@ -6,8 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 func TestOnlineDistribution(t *testing.T) {
@@ -52,12 +52,12 @@ func TestOnlineDistributionIsBounded(t *testing.T) {
 
 func TestFGDOnlineRebuild(t *testing.T) {
 	node := fragNode(10000, 1000, 300)
-	node.Pods = []cache.PodInfo{
-		{Name: "a", MilliCPU: 4000, Units: 700, Allocation: contract.Allocation{"0": {1: 700}}},
-		{Name: "b", MilliCPU: 0, Units: 2000, Allocation: contract.Allocation{"0": {2: 1000, 3: 1000}}},
+	node.Pods = []placement.PodInfo{
+		{Name: "a", MilliCPU: 4000, Units: 700, Allocation: gpumem.Allocation{"0": {1: 700}}},
+		{Name: "b", MilliCPU: 0, Units: 2000, Allocation: gpumem.Allocation{"0": {2: 1000, 3: 1000}}},
 	}
-	p := newFGDOnline()
-	p.Rebuild([]*cache.NodeInfo{node})
+	p := NewOnline()
+	p.Rebuild([]*placement.NodeInfo{node})
 	want := []TaskType{
 		{TaskShape: TaskShape{MilliCPU: 4000, GPUs: 1, PerGPU: 700}, Weight: 0.5},
 		{TaskShape: TaskShape{MilliCPU: minTaskCPU, GPUs: 2, PerGPU: 1000}, Weight: 0.5},

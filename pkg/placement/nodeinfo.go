@@ -1,15 +1,14 @@
-package cache
+package placement
 
 import (
 	"fmt"
-	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
-// PodState is where a pod is in the cache's state machine (see Cache).
+// PodState is where a pod is in the cache's state machine (see pkg/cache.Cache).
 type PodState string
 
 // Pod states.
@@ -50,17 +49,6 @@ type GPUInfo struct {
 // Free is the card's unused units (never negative).
 func (g *GPUInfo) Free() int64 { return max(0, g.Capacity-g.Used) }
 
-// CardFit is the part of a card that placement loops read, kept apart from GPUInfo (whose
-// strings make it a cache line long) so that a scan of a node's cards touches little memory.
-type CardFit struct {
-	// Free is the card's unused units.
-	Free int64
-	// Used and Capacity mirror GPUInfo's.
-	Used, Capacity int64
-	// Healthy mirrors GPUInfo.Healthy.
-	Healthy bool
-}
-
 // PodInfo is a pod holding GPU memory on a node.
 type PodInfo struct {
 	// Namespace and Name identify the pod.
@@ -78,19 +66,27 @@ type PodInfo struct {
 	// MilliCPU is the pod's effective CPU request (learning policies rebuild from it).
 	MilliCPU int64 `json:"milliCPU,omitempty"`
 	// Allocation is the pod's placement; nil for a pod bound without one (pending).
-	Allocation contract.Allocation `json:"allocation,omitempty"`
+	Allocation gpumem.Allocation `json:"allocation,omitempty"`
 }
 
 // Key is namespace/name.
 func (p *PodInfo) Key() string { return p.Namespace + "/" + p.Name }
 
-// NodeInfo is an immutable snapshot of one GPU-sharing node.
+// NodeInfo is an immutable snapshot of one GPU-sharing node: the cache builds it, placement
+// reads it. Its cards' state is held once, in GPUs; MaxFree, UsableFree and the unit totals are
+// summaries of it that Summarize computes.
 type NodeInfo struct {
 	// Name is the node's name.
 	Name string `json:"name"`
+	// ID is a small number the cache gives the node: unique among the cache's nodes, and reused
+	// once a node is deleted. Policies keep per-node state in slices indexed by it, and check
+	// that the state is for this very snapshot.
+	ID int `json:"-"`
 	// Inventory says where GPU capacities came from.
 	Inventory InventorySource `json:"inventory"`
-	// GPUs are the node's cards in index order.
+	// GPUs are the node's cards in index order. For nodes of up to maxInlineCards cards they
+	// live in the snapshot itself (see SetGPUs), so that a placement pass over many nodes reads
+	// one block of memory per node.
 	GPUs []GPUInfo `json:"gpus"`
 	// MaxFree is the largest free block on a healthy card: a one-card ask larger than it cannot
 	// fit, whatever the card's model.
@@ -100,15 +96,9 @@ type NodeInfo struct {
 	// card for a one-card ask reads the node's first two cache lines only.
 	usable    []int64
 	usableBuf [maxInlineCards]int64
-
-	// Cards is the compact view of GPUs (same order), filled by the cache. It lives in
-	// cardBuf, next to the fields above, when the node has up to maxInlineCards cards, so that
-	// a placement pass over many nodes reads one contiguous block per node.
-	Cards []CardFit `json:"-"`
 	// summed is true when total and used hold TotalUnits and UsedUnits.
 	summed      bool
 	total, used int64
-	cardBuf     [maxInlineCards]CardFit
 
 	// PendingUnits is held by pods on the node without a usable placement.
 	PendingUnits int64 `json:"pendingUnits"`
@@ -124,34 +114,47 @@ type NodeInfo struct {
 	// RequestedMemory is the memory requested by all pods on the node.
 	RequestedMemory int64 `json:"requestedMemory"`
 
-	// derived holds a derivedBox (see Derived).
-	derived atomic.Value
+	gpuBuf [maxInlineCards]GPUInfo // storage of GPUs for small nodes
 }
-
-// derivedBox wraps what SetDerived stores, so that values of any type can follow each other.
-type derivedBox struct{ v any }
-
-// Derived returns what a placement policy stored with SetDerived, or nil.
-func (n *NodeInfo) Derived() any {
-	b, _ := n.derived.Load().(derivedBox)
-	return b.v
-}
-
-// SetDerived keeps v with the snapshot: data a placement policy computed from this snapshot
-// alone, found again without a lookup by name and dropped with the snapshot. The cache never
-// reads it; the last call wins. Safe for concurrent use.
-func (n *NodeInfo) SetDerived(v any) { n.derived.Store(derivedBox{v}) }
 
 // maxInlineCards is how many cards a snapshot keeps inline.
 const maxInlineCards = 8
 
-// Card returns the free units and health of the card at position g.
-func (n *NodeInfo) Card(g int) CardFit {
-	if g < len(n.Cards) {
-		return n.Cards[g]
+// SetGPUs sets the node's cards to a copy of gpus, kept inline for small nodes. Call
+// Summarize once their Used fields are final.
+func (n *NodeInfo) SetGPUs(gpus []GPUInfo) {
+	switch {
+	case len(gpus) == 0:
+		n.GPUs = nil
+		return
+	case len(gpus) <= maxInlineCards:
+		n.GPUs = n.gpuBuf[:len(gpus):len(gpus)]
+	default:
+		n.GPUs = make([]GPUInfo, len(gpus))
 	}
-	gpu := &n.GPUs[g]
-	return CardFit{Free: gpu.Free(), Used: gpu.Used, Capacity: gpu.Capacity, Healthy: gpu.Healthy}
+	copy(n.GPUs, gpus)
+}
+
+// Summarize fills the summaries of GPUs and PendingUnits: MaxFree, UsableFree and the unit
+// totals. The cache does it for every snapshot; code that builds a NodeInfo itself (tests,
+// tools) calls it once GPUs are set, as placement reads MaxFree.
+func (n *NodeInfo) Summarize() {
+	n.MaxFree = 0
+	if len(n.GPUs) <= maxInlineCards {
+		n.usable = n.usableBuf[:len(n.GPUs)]
+	} else {
+		n.usable = make([]int64, len(n.GPUs))
+	}
+	for i := range n.GPUs {
+		g := &n.GPUs[i]
+		n.usable[i] = usableFree(g)
+		if g.Healthy {
+			n.MaxFree = max(n.MaxFree, g.Free())
+		}
+	}
+	n.summed = false
+	n.total, n.used = n.TotalUnits(), n.UsedUnits()
+	n.summed = true
 }
 
 // UsableFree returns each card's free units, or -1 for an unhealthy card, in GPUs' order.
@@ -173,6 +176,20 @@ func usableFree(g *GPUInfo) int64 {
 		return -1
 	}
 	return g.Free()
+}
+
+// CardFits reports whether the card at position g takes units for req: it is healthy, of a
+// model req accepts, and has at least units free (with units 0: whether req may use it at
+// all). It is the one fit test of a card: the planner, the explanation of a misfit and the
+// cache's check of a placement all ask it.
+func (n *NodeInfo) CardFits(g int, units int64, req *gpumem.PodRequest) bool {
+	var free int64
+	if n.summed {
+		free = n.usable[g]
+	} else {
+		free = usableFree(&n.GPUs[g])
+	}
+	return free >= units && (len(req.Models) == 0 || req.AcceptsModel(n.GPUs[g].Model))
 }
 
 // SharesGPUs reports whether the node is a GPU-sharing node: it has cards or holds gpu-mem.
@@ -202,32 +219,36 @@ func (n *NodeInfo) UsedUnits() int64 {
 	return t
 }
 
-// GPU returns the card with NVML index idx.
-func (n *NodeInfo) GPU(idx int) (*GPUInfo, bool) {
+// Position returns the position in GPUs of the card with NVML index idx.
+func (n *NodeInfo) Position(idx int) (int, bool) {
 	for i := range n.GPUs {
 		if n.GPUs[i].Index == idx {
-			return &n.GPUs[i], true
+			return i, true
 		}
 	}
-	return nil, false
+	return -1, false
 }
 
 // CheckFit reports why alloc cannot be added to the node for req, or nil when it can.
-func (n *NodeInfo) CheckFit(req *contract.PodRequest, alloc contract.Allocation) error {
+func (n *NodeInfo) CheckFit(req *gpumem.PodRequest, alloc gpumem.Allocation) error {
 	if !alloc.Matches(req) {
 		return fmt.Errorf("%w: placement %v does not match the pod's request", ErrDoesNotFit, alloc)
 	}
 	for idx, units := range alloc.PerGPU() {
-		g, ok := n.GPU(idx)
-		switch {
-		case !ok:
+		g, ok := n.Position(idx)
+		if !ok {
 			return fmt.Errorf("%w: node %s has no GPU %d", ErrDoesNotFit, n.Name, idx)
-		case !g.Healthy:
+		}
+		if n.CardFits(g, units, req) {
+			continue
+		}
+		switch gpu := &n.GPUs[g]; {
+		case !gpu.Healthy:
 			return fmt.Errorf("%w: GPU %d of node %s is unhealthy", ErrDoesNotFit, idx, n.Name)
-		case !req.AcceptsModel(g.Model):
-			return fmt.Errorf("%w: GPU %d of node %s is a %q, the pod accepts %v", ErrDoesNotFit, idx, n.Name, g.Model, req.Models)
-		case g.Free() < units:
-			return fmt.Errorf("%w: GPU %d of node %s has %d units free, the pod needs %d", ErrDoesNotFit, idx, n.Name, g.Free(), units)
+		case !req.AcceptsModel(gpu.Model):
+			return fmt.Errorf("%w: GPU %d of node %s is a %q, the pod accepts %v", ErrDoesNotFit, idx, n.Name, gpu.Model, req.Models)
+		default:
+			return fmt.Errorf("%w: GPU %d of node %s has %d units free, the pod needs %d", ErrDoesNotFit, idx, n.Name, gpu.Free(), units)
 		}
 	}
 	return nil

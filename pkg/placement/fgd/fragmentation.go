@@ -1,14 +1,14 @@
-package scheduler
+package fgd
 
 import (
-	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // fragView is a node prepared for FGD's fragmentation sums under one Distribution: the free
 // units of each card (0 for unhealthy ones), the free CPU and, per task type, a bit mask of the
 // cards whose model the type accepts. Cards past the 64th accept only unconstrained types.
 type fragView struct {
-	node  *cache.NodeInfo
+	node  *placement.NodeInfo
 	free  []int64
 	cpu   int64
 	masks []uint64
@@ -32,7 +32,7 @@ type groupCount struct {
 }
 
 // newFragView prepares node for d.
-func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *fragView {
+func newFragView(node *placement.NodeInfo, d *Distribution, models *modelMatcher) *fragView {
 	v := &fragView{node: node, free: make([]int64, len(node.GPUs)), masks: make([]uint64, len(d.groups)),
 		cpu: node.AllocatableMilliCPU - node.RequestedMilliCPU, milliPerUnit: 1}
 	var capMax int64
@@ -77,7 +77,7 @@ func newFragView(node *cache.NodeInfo, d *Distribution, models *modelMatcher) *f
 
 // Fragmentation is FGD's expected fragmentation of node under d, in units (placement.md §2.2-2.3):
 // for each task type, the idle units the type cannot use, weighted by its popularity.
-func Fragmentation(node *cache.NodeInfo, d *Distribution) float64 {
+func Fragmentation(node *placement.NodeInfo, d *Distribution) float64 {
 	v := newFragView(node, d, newModelMatcher())
 	return v.frag(d, v.free, v.cpu)
 }

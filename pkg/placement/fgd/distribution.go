@@ -1,11 +1,11 @@
-package scheduler
+package fgd
 
 import (
 	"cmp"
 	"slices"
 	"strings"
 
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // DefaultCoverage is the share of pods FGD's typical-pod set covers (placement.md §2.3).
@@ -28,7 +28,7 @@ type TaskShape struct {
 
 // ShapeOf is the shape of a pod with GPU request req and CPU request milliCPU. A pod whose
 // containers differ is described by its largest per-card ask over its most cards.
-func ShapeOf(req *contract.PodRequest, milliCPU int64) TaskShape {
+func ShapeOf(req *gpumem.PodRequest, milliCPU int64) TaskShape {
 	s := TaskShape{MilliCPU: max(milliCPU, minTaskCPU), Models: strings.Join(req.Models, "|")}
 	for _, c := range req.Containers {
 		s.GPUs, s.PerGPU = max(s.GPUs, c.GPUs), max(s.PerGPU, c.PerGPU())
@@ -158,7 +158,7 @@ func TypicalDistribution(counts map[TaskShape]float64, coverage float64) *Distri
 	types = types[:kept]
 	for i := range types {
 		types[i].Weight /= sum
-		types[i].models = contract.ParseModels(types[i].Models)
+		types[i].models = gpumem.ParseModels(types[i].Models)
 	}
 	return newDistribution(types)
 }

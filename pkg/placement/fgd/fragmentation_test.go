@@ -1,4 +1,4 @@
-package scheduler
+package fgd
 
 import (
 	"math/rand/v2"
@@ -7,16 +7,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/gpushare/gpushare/pkg/cache"
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // fragNode builds a node with one card per free value (capacity 1000, model T4) and cpu
 // millicores free.
-func fragNode(cpu int64, free ...int64) *cache.NodeInfo {
-	n := &cache.NodeInfo{Name: "n", AllocatableMilliCPU: 64000, RequestedMilliCPU: 64000 - cpu}
+func fragNode(cpu int64, free ...int64) *placement.NodeInfo {
+	n := &placement.NodeInfo{Name: "n", AllocatableMilliCPU: 64000, RequestedMilliCPU: 64000 - cpu}
 	for i, f := range free {
-		n.GPUs = append(n.GPUs, cache.GPUInfo{Index: i, Model: "Tesla T4", Capacity: 1000, Used: 1000 - f, Healthy: true})
+		n.GPUs = append(n.GPUs, placement.GPUInfo{Index: i, Model: "Tesla T4", Capacity: 1000, Used: 1000 - f, Healthy: true})
 	}
 	return n
 }
@@ -31,7 +31,7 @@ func TestFragmentation(t *testing.T) {
 	tests := []struct {
 		name   string
 		counts map[TaskShape]float64
-		node   *cache.NodeInfo
+		node   *placement.NodeInfo
 		want   float64
 	}{
 		// half: 300 is too small (300); whole: 300 (300); CPU-only: all idle (1300).
@@ -123,10 +123,10 @@ func TestSlivers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			node := fragNode(10000, tt.free...)
-			s := newFragScorer(dist, newFragViews(), PodResources{MilliCPU: 1000})
+			s := newFragScorer(dist, newFragViews(), placement.PodResources{MilliCPU: 1000})
 			s.use(node)
-			req := &contract.PodRequest{Containers: []contract.ContainerRequest{{Key: "0", Units: tt.units, GPUs: 1}}}
-			plan := &Plan{Slots: []Slot{{GPU: tt.card, Units: tt.units}}}
+			req := &gpumem.PodRequest{Containers: []gpumem.ContainerRequest{{Key: "0", Units: tt.units, GPUs: 1}}}
+			plan := &placement.Plan{Slots: []placement.Slot{{GPU: tt.card, Units: tt.units}}}
 			if got := s.slivers(node, plan, req); got != tt.want {
 				t.Errorf("slivers = %v, want %v", got, tt.want)
 			}
@@ -158,9 +158,9 @@ func TestFragOneCardMatchesFrag(t *testing.T) {
 		if trial%20 == 0 {
 			cards = 70
 		}
-		node := &cache.NodeInfo{Name: "n", AllocatableMilliCPU: 64000, RequestedMilliCPU: rng.Int64N(64000)}
+		node := &placement.NodeInfo{Name: "n", AllocatableMilliCPU: 64000, RequestedMilliCPU: rng.Int64N(64000)}
 		for c := range cards {
-			node.GPUs = append(node.GPUs, cache.GPUInfo{Index: c, Model: []string{"T4", "A100"}[rng.IntN(2)],
+			node.GPUs = append(node.GPUs, placement.GPUInfo{Index: c, Model: []string{"T4", "A100"}[rng.IntN(2)],
 				Capacity: 1000, Used: rng.Int64N(1001), Healthy: rng.IntN(6) > 0})
 		}
 		v := newFragView(node, d, models)

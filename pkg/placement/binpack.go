@@ -1,0 +1,61 @@
+package placement
+
+import "github.com/gpushare/gpushare/pkg/gpumem"
+
+var (
+	_ Policy      = Binpack{}
+	_ FreeOrderer = Binpack{}
+)
+
+// Binpack fills the fullest cards that fit: tightest card first, and among nodes the one whose
+// chosen cards (then the node as a whole) are fullest after placement. It scores every pod
+// alike, so it is its own Scorer.
+type Binpack struct{}
+
+// Name is "binpack".
+func (Binpack) Name() string { return "binpack" }
+
+// ForPod returns the policy itself: binpack does not weigh CPU or memory.
+func (b Binpack) ForPod(PodResources) Scorer { return b }
+
+// RankGPU ranks the card with the fewest units left after the pod first.
+func (Binpack) RankGPU(node *NodeInfo, g int, units int64, _ *gpumem.PodRequest) float64 {
+	return float64(node.GPUs[g].Free() - units)
+}
+
+// EmptiestFirst is false: the tightest card ranks first.
+func (Binpack) EmptiestFirst() bool { return false }
+
+// ScoreNode is how full the plan's cards, then the node, are after placement.
+func (Binpack) ScoreNode(node *NodeInfo, plan *Plan, req *gpumem.PodRequest) float64 {
+	return fullness(node, plan, req)
+}
+
+// fullness is how full the plan's cards are after placement (weight 1) plus how full the node
+// is after placement (weight 1/100, a tie-breaker), both as fractions.
+func fullness(node *NodeInfo, plan *Plan, req *gpumem.PodRequest) float64 {
+	var used, capacity, add int64
+	if len(plan.Slots) == 1 { // the common plan: its one slot is its charge
+		s := plan.Slots[0]
+		card := &node.GPUs[s.GPU]
+		used, capacity, add = card.Used+s.Units, card.Capacity, s.Units
+	}
+	for i, s := range plan.Slots {
+		if len(plan.Slots) == 1 || !plan.FirstSlotOn(i) {
+			continue
+		}
+		card, c := &node.GPUs[s.GPU], plan.Charge(req, s.GPU)
+		used += card.Used + c
+		capacity += card.Capacity
+		add += c
+	}
+	cards := 0.0
+	if capacity > 0 {
+		cards = float64(used) / float64(capacity)
+	}
+	nodeFull := 0.0
+	if t := node.TotalUnits(); t > 0 {
+		nodeFull = float64(node.UsedUnits()+add) / float64(t)
+	}
+	return cards + nodeFull/100
+}
