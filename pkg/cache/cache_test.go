@@ -318,3 +318,47 @@ func TestVisit(t *testing.T) {
 		t.Errorf("Visit (-want,+got):\n%s", diff)
 	}
 }
+
+// TestNodeIDs: every node the cache lists has an ID no other listed node has, kept while the
+// node's snapshot changes; a deleted node's ID goes to the next new node, so IDs stay dense.
+func TestNodeIDs(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	c := cache.New(contract.DefaultNames(), logger)
+	for _, n := range []string{"a", "b", "c"} {
+		c.SetNode(st.MakeNode(n).GPUs(16).Obj())
+	}
+	id := func(name string) int {
+		t.Helper()
+		n, ok := c.Node(name)
+		if !ok {
+			t.Fatalf("node %s unknown", name)
+		}
+		return n.ID
+	}
+	checkDistinct := func(want int) {
+		t.Helper()
+		seen := map[int]string{}
+		for _, n := range c.Nodes() {
+			if other, dup := seen[n.ID]; dup {
+				t.Errorf("nodes %s and %s share ID %d", other, n.Name, n.ID)
+			}
+			if n.ID < 0 || n.ID >= want {
+				t.Errorf("node %s has ID %d, want one below %d", n.Name, n.ID, want)
+			}
+			seen[n.ID] = n.Name
+		}
+	}
+	checkDistinct(3)
+	b := id("b")
+	c.SetPod(st.MakePod().Name("p").GPUMem(4).Node("b").Placement(`{"0":{"0":4}}`).Obj())
+	if got := id("b"); got != b {
+		t.Errorf("node b's ID changed from %d to %d with its snapshot", b, got)
+	}
+	c.RemoveNode("b")
+	c.SetNode(st.MakeNode("d").GPUs(16).Obj())
+	if got := id("d"); got != b {
+		t.Errorf("new node d has ID %d, want deleted node b's %d", got, b)
+	}
+	c.SetNode(st.MakeNode("b").GPUs(16).Obj()) // back, with its pod still recorded
+	checkDistinct(4)
+}

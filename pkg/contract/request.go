@@ -27,12 +27,6 @@ type ContainerRequest = gpumem.ContainerRequest
 // PodRequest is what a pod asks (see gpumem.PodRequest).
 type PodRequest = gpumem.PodRequest
 
-// ParseModels splits a model constraint such as "A100|H100" into its entries.
-func ParseModels(v string) []string { return gpumem.ParseModels(v) }
-
-// ModelMatches reports whether a constraint entry names a GPU model (see gpumem.ModelMatches).
-func ModelMatches(entry, model string) bool { return gpumem.ModelMatches(entry, model) }
-
 // ParseRequest reads a pod's gpu-mem ask. A pod that asks nothing gives an empty request and no
 // error.
 func ParseRequest(pod *v1.Pod, names *Names) (PodRequest, error) {
@@ -52,7 +46,7 @@ func ParseRequest(pod *v1.Pod, names *Names) (PodRequest, error) {
 		}
 	}
 	if v, ok := pod.Annotations[names.ModelAnnotation]; ok && !req.Empty() {
-		req.Models = ParseModels(v)
+		req.Models = gpumem.ParseModels(v)
 		if len(req.Models) == 0 {
 			return PodRequest{}, fmt.Errorf("%w: annotation %s=%q names no model", ErrInvalidRequest, names.ModelAnnotation, v)
 		}

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -145,5 +146,47 @@ func TestPreempt(t *testing.T) {
 	want := map[string]*extenderv1.MetaVictims{"n1": victims["n1"]}
 	if diff := cmp.Diff(want, got.NodeNameToMetaVictims); diff != "" {
 		t.Errorf("Preempt() (-want,+got):\n%s", diff)
+	}
+}
+
+// learnSpy is binpack that counts the pods it is told to learn.
+type learnSpy struct {
+	placement.Binpack
+	observed []string
+}
+
+func (l *learnSpy) Observe(req *contract.PodRequest, _ placement.PodResources) {
+	l.observed = append(l.observed, fmt.Sprint(req.TotalUnits()))
+}
+
+func (l *learnSpy) Rebuild([]*placement.NodeInfo) {}
+
+// TestBindLearnsOnceAfterBinding: a learning policy learns a pod once, when its Binding has
+// been created: not when the Binding or the annotation patch fails, not again when
+// kube-scheduler retries the bind of a pod already bound, never for a pod without gpu-mem.
+func TestBindLearnsOnceAfterBinding(t *testing.T) {
+	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj()}
+	spy := &learnSpy{}
+	e := newEnvWith(t, spy, nodes, st.MakePod().Name("p").GPUMem(4).Obj(), st.MakePod().Name("cpu").Container().Obj())
+	for _, inject := range []k8stesting.ReactionFunc{failOn("create", "binding"), failOn("patch", "")} {
+		e.client.PrependReactor("*", "pods", inject)
+		if err := e.ext.Bind(e.ctx, bindArgs("p", "n1")); err == nil {
+			t.Fatal("Bind succeeded despite an injected failure")
+		}
+		e.client.ReactionChain = e.client.ReactionChain[1:]
+		if len(spy.observed) != 0 {
+			t.Fatalf("learned %v from a failed bind", spy.observed)
+		}
+	}
+	for range 2 { // the second call is kube-scheduler retrying a bind that landed
+		if err := e.ext.Bind(e.ctx, bindArgs("p", "n1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.ext.Bind(e.ctx, bindArgs("cpu", "n1")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"4"}, spy.observed); diff != "" {
+		t.Errorf("pods learned (-want,+got):\n%s", diff)
 	}
 }

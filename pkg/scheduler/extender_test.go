@@ -31,6 +31,12 @@ type env struct {
 
 func newEnv(t *testing.T, policyName string, nodes []*v1.Node, pods ...*v1.Pod) *env {
 	t.Helper()
+	return newEnvWith(t, newPolicy(t, policyName), nodes, pods...)
+}
+
+// newEnvWith is newEnv with a policy of the caller's.
+func newEnvWith(t *testing.T, policy placement.Policy, nodes []*v1.Node, pods ...*v1.Pod) *env {
+	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	var objs []runtime.Object
 	for _, p := range pods {
@@ -45,7 +51,7 @@ func newEnv(t *testing.T, policyName string, nodes []*v1.Node, pods ...*v1.Pod) 
 	for _, p := range pods {
 		c.SetPod(p)
 	}
-	ext := scheduler.NewExtender(c, client, newPolicy(t, policyName), contract.DefaultNames(),
+	ext := scheduler.NewExtender(c, client, policy, contract.DefaultNames(),
 		scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }))
 	return &env{ctx: ctx, client: client, cache: c, ext: ext}
 }

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // MilliPerGPU is the units of one card in the simulator: openb's gpu_milli.
@@ -64,7 +64,7 @@ func ReadNodes(r io.Reader) ([]Node, error) {
 func ReadPods(r io.Reader) ([]Pod, error) {
 	var out []Pod
 	err := readCSV(r, []string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, func(f map[string]string) error {
-		p := Pod{Name: f["name"], Models: contract.ParseModels(f["gpu_spec"])}
+		p := Pod{Name: f["name"], Models: gpumem.ParseModels(f["gpu_spec"])}
 		if err := parseInts(f, map[string]*int64{"cpu_milli": &p.MilliCPU, "memory_mib": &p.MemoryMiB,
 			"num_gpu": &p.NumGPU, "gpu_milli": &p.GPUMilli}); err != nil {
 			return err

@@ -7,7 +7,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// modelMatcher memoises contract.ModelMatches for (constraint, card model) pairs, which the
+// modelMatcher memoises gpumem.ModelMatches for (constraint, card model) pairs, which the
 // fragmentation sums ask for every node and task type. Safe for concurrent use.
 type modelMatcher struct {
 	mu   sync.RWMutex // guards seen
