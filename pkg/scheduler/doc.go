@@ -1,4 +1,4 @@
-// Package scheduler holds the extender's decisions: which nodes a pod fits (filter), how good
-// each is (prioritize, through a Policy), which GPU(s) it gets and how it is bound (bind), which
-// victims free enough memory (preempt), and the HTTP handlers kube-scheduler calls.
+// Package scheduler is the extender kube-scheduler calls: its verbs (filter, prioritize, bind
+// and preempt, each placing the pod through a placement.Decision over the cache's snapshots),
+// and its HTTP layer (Handler, Serve).
 package scheduler

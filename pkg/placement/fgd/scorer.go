@@ -3,7 +3,6 @@ package fgd
 import (
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/gpushare/gpushare/pkg/gpumem"
 	"github.com/gpushare/gpushare/pkg/placement"
@@ -38,43 +37,6 @@ type fragScorer struct {
 	// groups under pressure (few: only model-constrained groups can be).
 	pressure []float64
 	pressed  []int
-}
-
-// cardMemo is what a fragScorer learned about one node snapshot for one pod shape (units per
-// card, CPU request): per card, the fragmentation after the pod and its RankGPU value (NaN if
-// unknown). Scorers of later pods copy it in and out under mu; it is allocated once per
-// snapshot and overwritten, not replaced, so that scoring allocates nothing per node.
-type cardMemo struct {
-	mu              sync.Mutex
-	units, milliCPU int64 // the shape after and rank hold; units is 0 before the first store
-	after, rank     []float64
-	picked          int // see fragScorer.picked
-}
-
-// load copies the memo's results into after and rank (as long as the node has cards) when it
-// holds the shape's, and reports whether it did.
-func (m *cardMemo) load(units, milliCPU int64, after, rank []float64) (picked int, ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.units != units || m.milliCPU != milliCPU || len(m.after) != len(after) {
-		return 0, false
-	}
-	copy(after, m.after)
-	copy(rank, m.rank)
-	return m.picked, true
-}
-
-// store replaces the memo's contents with the shape's results.
-func (m *cardMemo) store(units, milliCPU int64, after, rank []float64, picked int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.after) != len(after) {
-		vals := make([]float64, 2*len(after))
-		m.after, m.rank = vals[:len(after):len(after)], vals[len(after):]
-	}
-	m.units, m.milliCPU, m.picked = units, milliCPU, picked
-	copy(m.after, after)
-	copy(m.rank, rank)
 }
 
 func newFragScorer(d *Distribution, views *fragViews, res placement.PodResources) *fragScorer {
@@ -261,33 +223,4 @@ func (s *fragScorer) reservation() float64 {
 		}
 	}
 	return r
-}
-
-// sigmoidSteps are the breakpoints of FGD's integer score, ascending: the score of delta is
-// 99 minus the number of steps below it (steps[i] = 1000*ln(100/(99-i) - 1)).
-type sigmoidSteps [99]float64
-
-func newSigmoidSteps() *sigmoidSteps {
-	var s sigmoidSteps
-	for i := range s {
-		s[i] = 1000 * math.Log(100/float64(99-i)-1)
-	}
-	return &s
-}
-
-// score is FGD's integer node score for a fragmentation change delta in milli-GPU,
-// floor(100 * sigmoid(-delta/1000)), found by binary search; within 1e-6 of a breakpoint the
-// formula itself decides, so the result equals the formula's.
-func (s *sigmoidSteps) score(delta float64) float64 {
-	i, _ := slices.BinarySearch(s[:], delta)
-	near := (i < len(s) && s[i]-delta < 1e-6) || (i > 0 && delta-s[i-1] < 1e-6)
-	if near || i == 0 { // below the lowest step the float formula can reach 100
-		return sigmoidScore(delta)
-	}
-	return float64(99 - i)
-}
-
-// sigmoidScore is floor(100 * sigmoid(-delta/1000)).
-func sigmoidScore(delta float64) float64 {
-	return math.Floor(100 / (1 + math.Exp(delta/1000)))
 }

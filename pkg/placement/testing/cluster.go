@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
@@ -40,9 +40,9 @@ func OpenbLikeWorkload() []placement.Demand {
 		gpus  int
 		cpu   int64
 	}{{810, 1, 3150}, {1000, 1, 11300}, {470, 1, 10000}, {650, 1, 11500}, {320, 1, 4700}, {0, 0, 2000}, {8000, 8, 64000}} {
-		r := contract.PodRequest{}
+		r := gpumem.PodRequest{}
 		if s.gpus > 0 {
-			r.Containers = []contract.ContainerRequest{{Key: "0", Units: s.units, GPUs: s.gpus}}
+			r.Containers = []gpumem.ContainerRequest{{Key: "0", Units: s.units, GPUs: s.gpus}}
 		}
 		out = append(out, placement.Demand{Req: r, Res: placement.PodResources{MilliCPU: s.cpu, Memory: 8 << 30}})
 	}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Checks the package layout that docs/design.md promises:
+#  - pkg/placement (and its sub-packages) is pure placement: no net/http, no client-go;
+#  - pkg/sim places pods through pkg/cache and pkg/placement only, never through the extender.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+for pkg in ./pkg/placement ./pkg/placement/fgd ./pkg/placement/policies ./pkg/placement/testing; do
+	if bad=$(go list -deps "$pkg" | grep -E '^(net/http|k8s\.io/client-go(/.*)?)$'); then
+		echo "verify-layout: $pkg depends on: $(echo "$bad" | tr '\n' ' ')"
+		fail=1
+	fi
+done
+if bad=$(go list -f '{{join .Imports "\n"}}' ./pkg/sim | grep '^github.com/gpushare/gpushare/' |
+	grep -vE '/pkg/(cache|placement|placement/policies|contract|gpumem)$'); then
+	echo "verify-layout: pkg/sim imports $(echo "$bad" | tr '\n' ' ')(only cache, placement, contract, gpumem)"
+	fail=1
+fi
+exit $fail
