@@ -81,8 +81,15 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 			ext.RunPolicySync(informerCtx, policySyncPeriod)
 		}
 	}()
-	return scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, cfg.maxBody, logger))
+	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, cfg.maxBody, logger))
+	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleOnExit)
+	defer cancel()
+	ext.WaitSettled(settleCtx) // binds of unknown outcome still being settled
+	return err
 }
+
+// settleOnExit is how long a stopping extender waits for binds of unknown outcome to settle.
+const settleOnExit = 10 * time.Second
 
 // allSynced reports whether every informer has synced, without waiting.
 func allSynced(synced []toolscache.InformerSynced) bool {

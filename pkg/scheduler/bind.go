@@ -22,8 +22,10 @@ import (
 var ErrAlreadyBound = errors.New("pod is already bound to another node")
 
 // Bind chooses the pod's GPU(s) on the node, charges them in the cache, writes the placement
-// annotations with a Patch and then creates the Binding. Any failure rolls the charge back.
-// A pod already bound to the node, or already assumed there, keeps its placement.
+// annotations with a Patch and then creates the Binding. A failure that proves the pod unbound
+// rolls the charge and the annotations back; a Binding failure with an unknown outcome keeps
+// the charge and settles it in the background (settle.go). A pod already bound to the node, or
+// already assumed there, keeps its placement.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	logger := klog.FromContext(ctx)
 	pod, err := e.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
@@ -40,25 +42,56 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", klog.KObj(pod), err)
 	}
+	e.inflight.begin(pod.UID)
+	settling := false
+	defer func() {
+		if !settling {
+			e.inflight.end(pod.UID)
+		}
+	}()
 	if !req.Empty() {
-		alloc, err := e.assume(pod, &req, args.Node)
-		if err != nil {
+		if err := e.place(ctx, pod, &req, args.Node); err != nil {
 			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
 		}
-		if err := e.annotate(ctx, pod, &req, args.Node, alloc); err != nil {
-			e.cache.ForgetPod(pod.UID)
-			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
-		}
-		logger.V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", args.Node, "allocation", alloc)
 	}
 	if err := e.bindPod(ctx, pod, args.Node); err != nil {
-		e.rollback(ctx, pod, &req)
+		switch {
+		case req.Empty(): // nothing charged: kube-scheduler's retry settles it
+		case provesUnbound(err):
+			e.release(logger, pod, &req)
+		default:
+			settling = true
+			e.settle(logger, pod, &req, args.Node)
+			return fmt.Errorf("%w (outcome unknown: the pod keeps its GPU memory on %s until the API server tells)", err, args.Node)
+		}
 		return err
 	}
-	if !req.Empty() {
-		e.observe(pod, &req) // learned once, now that the pod is bound
-	}
+	e.learn(pod, &req) // now that the pod is bound
 	e.metrics.binds.Add(1)
+	return nil
+}
+
+// place charges the pod's GPU(s) on node and writes the placement annotations. When the patch
+// fails the charge goes (no Binding was created, so the pod is unbound), and annotations the
+// patch may have written after all are removed in the background.
+func (e *Extender) place(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, node string) error {
+	alloc, err := e.assume(pod, req, node)
+	if err != nil {
+		return err
+	}
+	if err := e.annotate(ctx, pod, req, node, alloc); err != nil {
+		e.cache.ForgetPod(pod.UID)
+		if !provesUnbound(err) {
+			logger := klog.FromContext(ctx)
+			e.inflight.wg.Add(1)
+			go func() {
+				defer e.inflight.wg.Done()
+				e.clearAnnotations(logger, pod)
+			}()
+		}
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", node, "allocation", alloc)
 	return nil
 }
 
@@ -75,8 +108,15 @@ func (e *Extender) alreadyBound(pod *v1.Pod, node string) error {
 // assume plans the pod on node and charges the plan, planning again when a concurrent bind took
 // the cards first. An existing assumption for the pod on node is reused.
 func (e *Extender) assume(pod *v1.Pod, req *contract.PodRequest, nodeName string) (contract.Allocation, error) {
-	if p, ok := e.cache.Pod(pod.UID); ok && p.Node == nodeName && p.Allocation != nil {
-		return p.Allocation, nil
+	if p, ok := e.cache.Pod(pod.UID); ok {
+		switch {
+		case p.Node == nodeName && p.Allocation != nil:
+			return p.Allocation, nil
+		case p.State == placement.PodAssumed && p.Node != nodeName && !e.inflight.others(pod.UID):
+			// Left by a bind whose outcome could not be settled; the pod was just read unbound
+			// and no bind of it is under way, so that assumption is void.
+			e.cache.ForgetPod(pod.UID)
+		}
 	}
 	node, ok := e.cache.Node(nodeName)
 	if !ok {
@@ -142,20 +182,4 @@ func (e *Extender) bindPod(ctx context.Context, pod *v1.Pod, node string) error 
 		}
 	}
 	return fmt.Errorf("bind %s to %s: create binding: %w", klog.KObj(pod), node, err)
-}
-
-// rollback undoes a failed bind: the cache charge, then (best effort) the annotations.
-func (e *Extender) rollback(ctx context.Context, pod *v1.Pod, req *contract.PodRequest) {
-	e.cache.ForgetPod(pod.UID)
-	if req.Empty() {
-		return
-	}
-	clear := map[string]*string{}
-	for _, k := range []string{contract.AnnotationIndex, contract.AnnotationPod, contract.AnnotationDev,
-		contract.AnnotationAssigned, contract.AnnotationAssumeTime, contract.AnnotationAllocation} {
-		clear[k] = nil
-	}
-	if err := e.patchAnnotations(ctx, pod, clear); err != nil {
-		klog.FromContext(ctx).Info("Could not remove placement annotations after a failed bind", "pod", klog.KObj(pod), "err", err)
-	}
 }

@@ -1,15 +1,19 @@
 package scheduler_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -22,10 +26,21 @@ func bindArgs(pod, node string) *extenderv1.ExtenderBindingArgs {
 	return &extenderv1.ExtenderBindingArgs{PodName: pod, PodNamespace: "default", PodUID: types.UID("uid-" + pod), Node: node}
 }
 
+// failOn fails every verb call on the subresource sub of pods with an error that says nothing
+// about whether the API server applied it (a timeout, a broken connection).
 func failOn(verb, sub string) k8stesting.ReactionFunc {
+	return failWith(verb, sub, errors.New("injected "+verb+" failure"))
+}
+
+// refuseOn fails them with the API server's definite refusal.
+func refuseOn(verb, sub string) k8stesting.ReactionFunc {
+	return failWith(verb, sub, apierrors.NewForbidden(v1.Resource("pods"), "p", errors.New("injected "+verb+" refusal")))
+}
+
+func failWith(verb, sub string, err error) k8stesting.ReactionFunc {
 	return func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if action.GetVerb() == verb && action.GetSubresource() == sub {
-			return true, nil, errors.New("injected " + verb + " failure")
+			return true, nil, err
 		}
 		return false, nil, nil
 	}
@@ -53,8 +68,8 @@ func TestBind(t *testing.T) {
 			args: bindArgs("p", "n1"), wantNode: "n1", wantAlloc: `{"0":{"1":4}}`, wantCache: []int64{10, 4}},
 		{name: "bound elsewhere is refused", pods: []*v1.Pod{st.MakePod().Name("p").GPUMem(4).Node("n2").Placement(`{"0":{"0":4}}`).Obj()},
 			args: bindArgs("p", "n1"), wantErr: "already bound to another node", wantNode: "n2", wantAlloc: `{"0":{"0":4}}`, wantCache: []int64{0, 0}},
-		{name: "binding failure rolls back", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(4).Obj()},
-			inject: failOn("create", "binding"), args: bindArgs("p", "n1"), wantErr: "injected create failure", wantCache: []int64{10, 0}},
+		{name: "binding refused rolls back", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(4).Obj()},
+			inject: refuseOn("create", "binding"), args: bindArgs("p", "n1"), wantErr: "injected create refusal", wantCache: []int64{10, 0}},
 		{name: "patch failure rolls back", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(4).Obj()},
 			inject: failOn("patch", ""), args: bindArgs("p", "n1"), wantErr: "injected patch failure", wantCache: []int64{10, 0}},
 		{name: "does not fit", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(17).Obj()},
@@ -74,6 +89,7 @@ func TestBind(t *testing.T) {
 				e.client.PrependReactor("*", "pods", tt.inject)
 			}
 			err := e.ext.Bind(e.ctx, tt.args)
+			e.ext.WaitSettled(e.ctx)
 			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("Bind() error = %v, want %q", err, tt.wantErr)
 			}
@@ -113,11 +129,11 @@ func TestBindWritesTheContractAnnotations(t *testing.T) {
 	}
 }
 
-// TestBindRetryInFlight: kube-scheduler retries a bind whose answer it did not get; the
-// assumption made by the first attempt is reused, never moved.
-func TestBindRetryInFlight(t *testing.T) {
+// TestBindRetryAfterRefusal: kube-scheduler retries a bind the API server refused; the first
+// attempt's charge is gone, and the retry plans afresh.
+func TestBindRetryAfterRefusal(t *testing.T) {
 	e := newEnv(t, "binpack", []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj()}, st.MakePod().Name("p").GPUMem(4).Obj())
-	e.client.PrependReactor("create", "pods", failOn("create", "binding"))
+	e.client.PrependReactor("create", "pods", failWith("create", "binding", apierrors.NewTooManyRequests("injected", 1)))
 	if err := e.ext.Bind(e.ctx, bindArgs("p", "n1")); err == nil {
 		t.Fatal("first Bind() succeeded despite the injected failure")
 	}
@@ -168,11 +184,12 @@ func TestBindLearnsOnceAfterBinding(t *testing.T) {
 	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj()}
 	spy := &learnSpy{}
 	e := newEnvWith(t, spy, nodes, st.MakePod().Name("p").GPUMem(4).Obj(), st.MakePod().Name("cpu").Container().Obj())
-	for _, inject := range []k8stesting.ReactionFunc{failOn("create", "binding"), failOn("patch", "")} {
+	for _, inject := range []k8stesting.ReactionFunc{refuseOn("create", "binding"), failOn("patch", "")} {
 		e.client.PrependReactor("*", "pods", inject)
 		if err := e.ext.Bind(e.ctx, bindArgs("p", "n1")); err == nil {
 			t.Fatal("Bind succeeded despite an injected failure")
 		}
+		e.ext.WaitSettled(e.ctx)
 		e.client.ReactionChain = e.client.ReactionChain[1:]
 		if len(spy.observed) != 0 {
 			t.Fatalf("learned %v from a failed bind", spy.observed)
@@ -188,5 +205,120 @@ func TestBindLearnsOnceAfterBinding(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"4"}, spy.observed); diff != "" {
 		t.Errorf("pods learned (-want,+got):\n%s", diff)
+	}
+}
+
+// flaky fails the first n Binding calls with an error of unknown outcome; when landed is set, a
+// failed call still binds the pod first, as a Binding whose answer was lost. Later calls go on.
+func flaky(client *fake.Clientset, n int, landed bool) k8stesting.ReactionFunc {
+	var mu sync.Mutex
+	calls := 0
+	bind := bindingReactor(client)
+	return func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() != "create" || action.GetSubresource() != "binding" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		calls++
+		fail := calls <= n
+		mu.Unlock()
+		if !fail {
+			return false, nil, nil
+		}
+		if landed {
+			bind(action)
+		}
+		return true, nil, fmt.Errorf("injected: %w", context.DeadlineExceeded)
+	}
+}
+
+// TestBindUnknownOutcome: a Binding call that fails without saying whether it bound the pod
+// keeps the pod's charge, and the extender settles it from the API server: bound (the card
+// stays taken and the pod is learned once) or refused (the charge and the annotations go).
+func TestBindUnknownOutcome(t *testing.T) {
+	tests := []struct {
+		name      string
+		inject    func(*fake.Clientset) k8stesting.ReactionFunc
+		wantNode  string
+		wantAlloc string
+		wantUsed  int64 // on card 0 after settling
+		wantLearn int
+	}{
+		{name: "the Binding had landed", inject: func(c *fake.Clientset) k8stesting.ReactionFunc { return flaky(c, 1, true) },
+			wantNode: "n1", wantAlloc: `{"0":{"0":4}}`, wantUsed: 14, wantLearn: 1},
+		{name: "the API server was away for three calls", inject: func(c *fake.Clientset) k8stesting.ReactionFunc { return flaky(c, 3, false) },
+			wantNode: "n1", wantAlloc: `{"0":{"0":4}}`, wantUsed: 14, wantLearn: 1},
+		{name: "the API server then refused it", inject: func(c *fake.Clientset) k8stesting.ReactionFunc {
+			first := flaky(c, 1, false)
+			refuse := refuseOn("create", "binding")
+			var once sync.Once
+			return func(a k8stesting.Action) (bool, runtime.Object, error) {
+				handled := false
+				once.Do(func() { handled = true })
+				if handled {
+					return first(a)
+				}
+				return refuse(a)
+			}
+		}, wantUsed: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spy := &learnSpy{}
+			full := st.MakePod().Name("x").GPUMem(10).Node("n1").Placement(`{"0":{"0":10}}`).Obj()
+			e := newEnvWith(t, spy, []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj()}, full, st.MakePod().Name("p").GPUMem(4).Obj())
+			e.client.PrependReactor("create", "pods", tt.inject(e.client))
+			err := e.ext.Bind(e.ctx, bindArgs("p", "n1"))
+			if err == nil || !strings.Contains(err.Error(), "outcome unknown") {
+				t.Fatalf("Bind() = %v, want an error of unknown outcome", err)
+			}
+			if n, _ := e.cache.Node("n1"); tt.wantNode != "" && n.GPUs[0].Used != 14 { // (a refusal may already be settled)
+				t.Errorf("right after the failure card 0 holds %d units, want 14: the charge must stay until settled", n.GPUs[0].Used)
+			}
+			e.ext.WaitSettled(e.ctx)
+			got := e.apiPod(t, "p")
+			if got.Spec.NodeName != tt.wantNode || got.Annotations[contract.AnnotationAllocation] != tt.wantAlloc {
+				t.Errorf("pod on %q with placement %q, want %q and %q", got.Spec.NodeName, got.Annotations[contract.AnnotationAllocation], tt.wantNode, tt.wantAlloc)
+			}
+			if n, _ := e.cache.Node("n1"); n.GPUs[0].Used != tt.wantUsed {
+				t.Errorf("after settling card 0 holds %d units, want %d", n.GPUs[0].Used, tt.wantUsed)
+			}
+			if len(spy.observed) != tt.wantLearn {
+				t.Errorf("learned %v, want %d pod(s)", spy.observed, tt.wantLearn)
+			}
+			if tt.wantNode != "" { // kube-scheduler's retry of the bind it saw fail
+				if err := e.ext.Bind(e.ctx, bindArgs("p", "n1")); err != nil {
+					t.Errorf("retried Bind() = %v", err)
+				}
+				if len(spy.observed) != tt.wantLearn {
+					t.Errorf("learned %v after the retry, want %d pod(s)", spy.observed, tt.wantLearn)
+				}
+			}
+		})
+	}
+}
+
+// TestBindUnsettledThenRetriedElsewhere: when settling gives up (the API server stays away),
+// the pod keeps its charge; once a later bind reads the pod unbound from the API server, with
+// no other bind of it under way, that stale charge gives way to the new placement.
+func TestBindUnsettledThenRetriedElsewhere(t *testing.T) {
+	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj(), st.MakeNode("n2").GPUs(16).Obj()}
+	e := newEnv(t, "binpack", nodes, st.MakePod().Name("p").GPUMem(4).Obj())
+	e.client.PrependReactor("create", "pods", flaky(e.client, 1000, false))
+	if err := e.ext.Bind(e.ctx, bindArgs("p", "n1")); err == nil {
+		t.Fatal("Bind() succeeded with the API server away")
+	}
+	e.ext.WaitSettled(e.ctx)
+	if p, ok := e.cache.Pod("uid-p"); !ok || p.Node != "n1" {
+		t.Fatalf("after giving up, cache holds %+v, want the pod still charged on n1", p)
+	}
+	e.client.ReactionChain = e.client.ReactionChain[1:]
+	if err := e.ext.Bind(e.ctx, bindArgs("p", "n2")); err != nil {
+		t.Fatal(err)
+	}
+	n1, _ := e.cache.Node("n1")
+	n2, _ := e.cache.Node("n2")
+	if n1.GPUs[0].Used != 0 || n2.GPUs[0].Used != 4 {
+		t.Errorf("cards used n1=%d n2=%d, want 0 and 4", n1.GPUs[0].Used, n2.GPUs[0].Used)
 	}
 }

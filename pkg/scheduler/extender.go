@@ -20,6 +20,9 @@ type Extender struct {
 	metrics *Metrics
 	now     func() time.Time
 	buffers bufferPool
+	// settleOpts and inflight settle binds whose outcome is unknown (settle.go).
+	settleOpts SettleOptions
+	inflight   inflight
 }
 
 // Option configures an Extender.
@@ -33,7 +36,8 @@ func WithMetrics(m *Metrics) Option { return func(e *Extender) { e.metrics = m }
 
 // NewExtender returns an extender over c that binds through client.
 func NewExtender(c cache.Cache, client kubernetes.Interface, policy placement.Policy, names contract.Names, opts ...Option) *Extender {
-	e := &Extender{cache: c, client: client, policy: policy, names: names, now: time.Now, metrics: NewMetrics()}
+	e := &Extender{cache: c, client: client, policy: policy, names: names, now: time.Now, metrics: NewMetrics(),
+		settleOpts: DefaultSettleOptions()}
 	for _, o := range opts {
 		o(e)
 	}

@@ -52,9 +52,14 @@ func newEnvWith(t *testing.T, policy placement.Policy, nodes []*v1.Node, pods ..
 		c.SetPod(p)
 	}
 	ext := scheduler.NewExtender(c, client, policy, contract.DefaultNames(),
-		scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }))
+		scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }), scheduler.WithSettleOptions(fastSettle))
+	t.Cleanup(func() { ext.WaitSettled(context.Background()) })
 	return &env{ctx: ctx, client: client, cache: c, ext: ext}
 }
+
+// fastSettle settles unknown bind outcomes quickly, for tests.
+var fastSettle = scheduler.SettleOptions{FirstRetry: time.Millisecond, MaxRetry: 5 * time.Millisecond,
+	Timeout: 300 * time.Millisecond, CleanupTimeout: time.Second}
 
 // newPolicy builds the named policy.
 func newPolicy(t *testing.T, name string) placement.Policy {

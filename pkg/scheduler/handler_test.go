@@ -469,8 +469,11 @@ func metricsText(filters, prioritizes, binds, bindFailures, preempts int) string
 		{"gpushare_filter_total", "Filter calls answered.", filters},
 		{"gpushare_prioritize_total", "Prioritize calls answered.", prioritizes},
 		{"gpushare_bind_total", "Pods bound.", binds},
-		{"gpushare_bind_failures_total", "Bind calls that failed (nothing of them is kept).", bindFailures},
+		{"gpushare_bind_failures_total", "Bind calls that failed (a failure of unknown outcome keeps its charge until settled).", bindFailures},
 		{"gpushare_preempt_total", "Preempt calls answered.", preempts},
+		{"gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled).", 0},
+		{"gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound.", 0},
+		{"gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released).", 0},
 	} {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
 	}
