@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -39,6 +40,7 @@ func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Log
 	r.POST(Prefix+"/preempt", h.preempt)
 	r.GET(Prefix+"/inspect", h.inspectAll)
 	r.GET(Prefix+"/inspect/:node", h.inspectNode)
+	r.GET(Prefix+"/debug/audit", h.audit)
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", h.readyz)
 	r.GET("/version", h.version)
@@ -152,7 +154,23 @@ func (h *Handler) version(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 
 func (h *Handler) metrics(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	_, _ = h.ext.metrics.WriteTo(w)
+	if _, err := h.ext.metrics.WriteTo(w); err != nil {
+		return
+	}
+	const name = "gpushare_overcommitted_cards"
+	_, _ = fmt.Fprintf(w, "# HELP %s Cards whose pods hold more GPU memory than the card has, in the extender's cache.\n# TYPE %s gauge\n%s %d\n",
+		name, name, name, cache.OvercommittedCards(h.ext.cache.Nodes()))
+}
+
+// audit answers the invariant check: cards over capacity and every difference between the
+// cache and the API server's nodes and pods (200 either way; 502 when the API cannot be read).
+func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	report, err := h.ext.Audit(h.ctx(r))
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, report)
 }
 
 // errorBody is the JSON of every error answer.

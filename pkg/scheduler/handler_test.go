@@ -477,6 +477,8 @@ func metricsText(filters, prioritizes, binds, bindFailures, preempts int) string
 	} {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
 	}
+	b.WriteString("# HELP gpushare_overcommitted_cards Cards whose pods hold more GPU memory than the card has, in the extender's cache.\n" +
+		"# TYPE gpushare_overcommitted_cards gauge\ngpushare_overcommitted_cards 0\n")
 	return b.String()
 }
 
@@ -575,5 +577,40 @@ func TestHandlerFilterNeverAddsNodes(t *testing.T) {
 				t.Errorf("every asked node must be answered exactly once (-asked,+answered):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestHandlerAudit: the debug route answers the invariant check over the fake API: nothing
+// while the cache equals it, then the pod the cache holds and the API does not.
+func TestHandlerAudit(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nodes, pods := routeFixture()
+	ext, api := extenderOn(logger, nodes, pods)
+	for _, n := range nodes {
+		if err := api.Tracker().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, testBodyLimit, logger))
+	defer srv.Close()
+	audit := func() cache.AuditReport {
+		t.Helper()
+		status, _, body := do(t, srv, http.MethodGet, Prefix+"/debug/audit", "")
+		var r cache.AuditReport
+		if err := json.Unmarshal(body, &r); status != http.StatusOK || err != nil {
+			t.Fatalf("audit answered %d %s (%v)", status, body, err)
+		}
+		return r
+	}
+	if r := audit(); !r.OK() {
+		t.Errorf("audit of a cache equal to the API = %+v", r)
+	}
+	ext.cache.SetPod(st.MakePod().Name("stray").GPUMem(2).Node("n1").Placement(`{"0":{"1":2}}`).Obj())
+	want := []string{
+		"n1: GPU1 is {Index:1 UUID:GPU-n1-1 Model:Tesla T4 Capacity:16 Used:0 Healthy:true} in the API, {Index:1 UUID:GPU-n1-1 Model:Tesla T4 Capacity:16 Used:2 Healthy:true} in the cache",
+		"n1: pod default/stray: Bound in the cache with map[0:map[1:2]], not bound there in the API",
+	}
+	if diff := cmp.Diff(want, audit().Differences); diff != "" {
+		t.Errorf("differences (-want,+got):\n%s", diff)
 	}
 }

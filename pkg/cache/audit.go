@@ -1,0 +1,127 @@
+package cache
+
+import (
+	"fmt"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
+)
+
+// AuditReport is what Audit found. Both lists are sorted; empty lists mean the invariants hold.
+type AuditReport struct {
+	// Overcommitted lists every card whose pods, as the API server places them, hold more than
+	// the card has ("node GPU<index>: 20 of 16 units").
+	Overcommitted []string `json:"overcommitted"`
+	// Differences lists every way the cache differs from the API server's truth: nodes, their
+	// cards (capacity, model, health, units used), pending units, and pods with their state and
+	// placement.
+	Differences []string `json:"differences"`
+}
+
+// OK reports whether no card is over capacity and the cache equals the truth.
+func (r *AuditReport) OK() bool { return len(r.Overcommitted) == 0 && len(r.Differences) == 0 }
+
+// Audit checks the cache against the API server's truth, its nodes and pods: the cache is a
+// pure function of them, so a cache built from them afresh is the truth it must equal. A pod
+// the cache holds Assumed (a bind under way or being settled) shows as a difference: audit a
+// quiet cluster.
+func Audit(c Cache, nodes []v1.Node, pods []v1.Pod, names contract.Names) AuditReport {
+	truth := New(names, klog.Background().V(10))
+	for i := range nodes {
+		truth.SetNode(&nodes[i])
+	}
+	for i := range pods {
+		truth.SetPod(&pods[i])
+	}
+	want, got := byName(truth.Nodes()), byName(c.Nodes())
+	var r AuditReport
+	for name, n := range want {
+		r.Overcommitted = append(r.Overcommitted, overcommitted(n)...)
+		if g, ok := got[name]; ok {
+			r.Differences = append(r.Differences, nodeDiff(n, g)...)
+		} else {
+			r.Differences = append(r.Differences, fmt.Sprintf("node %s: in the API, not in the cache", name))
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			r.Differences = append(r.Differences, fmt.Sprintf("node %s: in the cache, not in the API", name))
+		}
+	}
+	sort.Strings(r.Overcommitted)
+	sort.Strings(r.Differences)
+	return r
+}
+
+// OvercommittedCards counts the cards over capacity in the snapshots.
+func OvercommittedCards(nodes []*placement.NodeInfo) int {
+	n := 0
+	for _, node := range nodes {
+		n += len(overcommitted(node))
+	}
+	return n
+}
+
+func byName(nodes []*placement.NodeInfo) map[string]*placement.NodeInfo {
+	out := make(map[string]*placement.NodeInfo, len(nodes))
+	for _, n := range nodes {
+		out[n.Name] = n
+	}
+	return out
+}
+
+// overcommitted describes the cards of n whose pods hold more than the card has.
+func overcommitted(n *placement.NodeInfo) []string {
+	var out []string
+	for _, g := range n.GPUs {
+		if g.Used > g.Capacity {
+			out = append(out, fmt.Sprintf("%s GPU%d: %d of %d units", n.Name, g.Index, g.Used, g.Capacity))
+		}
+	}
+	return out
+}
+
+// nodeDiff describes how the cache's snapshot got of a node differs from the truth want.
+func nodeDiff(want, got *placement.NodeInfo) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, want.Name+": "+fmt.Sprintf(format, args...)) }
+	if len(want.GPUs) != len(got.GPUs) {
+		add("%d GPUs in the API, %d in the cache", len(want.GPUs), len(got.GPUs))
+	}
+	for i := range min(len(want.GPUs), len(got.GPUs)) {
+		if w, g := want.GPUs[i], got.GPUs[i]; w != g {
+			add("GPU%d is %+v in the API, %+v in the cache", w.Index, w, g)
+		}
+	}
+	if want.PendingUnits != got.PendingUnits {
+		add("%d pending units in the API, %d in the cache", want.PendingUnits, got.PendingUnits)
+	}
+	wantPods, gotPods := podsByKey(want), podsByKey(got)
+	for key, w := range wantPods {
+		g, ok := gotPods[key]
+		switch {
+		case !ok:
+			add("pod %s: bound in the API, not in the cache", key)
+		case w.UID != g.UID || w.State != g.State || w.Units != g.Units || fmt.Sprint(w.Allocation) != fmt.Sprint(g.Allocation):
+			add("pod %s: %s %s %v in the API, %s %s %v in the cache", key, w.UID, w.State, w.Allocation, g.UID, g.State, g.Allocation)
+		}
+	}
+	for key, g := range gotPods {
+		if _, ok := wantPods[key]; !ok {
+			add("pod %s: %s in the cache with %v, not bound there in the API", key, g.State, g.Allocation)
+		}
+	}
+	return out
+}
+
+func podsByKey(n *placement.NodeInfo) map[string]placement.PodInfo {
+	out := make(map[string]placement.PodInfo, len(n.Pods))
+	for _, p := range n.Pods {
+		out[p.Key()] = p
+	}
+	return out
+}
