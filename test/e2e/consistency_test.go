@@ -9,8 +9,10 @@ import (
 )
 
 // checkConsistent asserts the invariants after scheduling: every bound gpu-mem pod carries a
-// placement matching its request, no card holds more than its units, and the extender's
-// cache (GET /gpushare-scheduler/inspect) equals the pods' annotations, per card and per pod.
+// placement matching its request, no card holds more than its units, the extender's cache
+// (GET /gpushare-scheduler/inspect) equals the pods' annotations, per card and per pod, and the
+// extender's own invariant check (GET /gpushare-scheduler/debug/audit) finds no card over
+// capacity and no difference between its cache and the API server's nodes and pods.
 // The cache is fed by informers, so it gets a few seconds to catch up.
 func (e *env) checkConsistent(cards map[string][]contract.GPU) {
 	e.t.Helper()
@@ -46,6 +48,16 @@ func (e *env) compareOnce(cards map[string][]contract.GPU, apiOut *usage, n *int
 	}
 	if want, got := strings.Join(apiPlacements(pods), "\n"), strings.Join(cachePods, "\n"); want != got {
 		return fmt.Errorf("extender's pods differ from the API's\nAPI:\n%s\ncache:\n%s", want, got)
+	}
+	var audit struct {
+		Overcommitted []string `json:"overcommitted"`
+		Differences   []string `json:"differences"`
+	}
+	if err := getJSON(e.ctx, e.ext.URL()+"/gpushare-scheduler/debug/audit", &audit); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	if len(audit.Overcommitted)+len(audit.Differences) > 0 {
+		return fmt.Errorf("extender's audit: cards over capacity %v; cache differs from the API: %v", audit.Overcommitted, audit.Differences)
 	}
 	return nil
 }
