@@ -33,7 +33,7 @@ func TestAudit(t *testing.T) {
 			live:     func(x cache.Cache) { x.SetNode(n1); x.SetPod(a); x.SetPod(b) },
 			wantOver: []string{"n1 GPU0: 20 of 16 units"}},
 		{name: "the cache missed a pod and a node", nodes: []*v1.Node{n1, n2}, pods: []*v1.Pod{a, c},
-			live: func(x cache.Cache) { x.SetNode(n1); x.SetPod(a) },
+			live:      func(x cache.Cache) { x.SetNode(n1); x.SetPod(a) },
 			wantDiffs: []string{"node n2: in the API, not in the cache"}},
 		{name: "the cache holds a deleted pod and an assumed one", nodes: []*v1.Node{n1}, pods: []*v1.Pod{a},
 			live: func(x cache.Cache) {
