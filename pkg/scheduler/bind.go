@@ -28,6 +28,9 @@ var ErrAlreadyBound = errors.New("pod is already bound to another node")
 // already assumed there, keeps its placement.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	logger := klog.FromContext(ctx)
+	if !e.Leading() {
+		return fmt.Errorf("bind %s/%s: %w (leader: %q); kube-scheduler will retry", args.PodNamespace, args.PodName, ErrNotLeader, e.leadership.Leader())
+	}
 	pod, err := e.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("bind %s/%s: get pod: %w", args.PodNamespace, args.PodName, err)

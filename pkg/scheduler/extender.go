@@ -23,6 +23,8 @@ type Extender struct {
 	// settleOpts and inflight settle binds whose outcome is unknown (settle.go).
 	settleOpts SettleOptions
 	inflight   inflight
+	// leadership, if set, lets this replica bind only while it leads (election.go).
+	leadership Leadership
 }
 
 // Option configures an Extender.
@@ -49,6 +51,9 @@ func (e *Extender) Policy() placement.Policy { return e.policy }
 
 // Metrics returns the extender's counters.
 func (e *Extender) Metrics() *Metrics { return e.metrics }
+
+// Leading reports whether this replica binds: it leads, or runs without leader election.
+func (e *Extender) Leading() bool { return e.leadership == nil || e.leadership.Leading() }
 
 // Cache returns the extender's cache (read-only use: inspect).
 func (e *Extender) Cache() cache.Cache { return e.cache }

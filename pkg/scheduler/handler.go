@@ -157,9 +157,16 @@ func (h *Handler) metrics(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 	if _, err := h.ext.metrics.WriteTo(w); err != nil {
 		return
 	}
-	const name = "gpushare_overcommitted_cards"
-	_, _ = fmt.Fprintf(w, "# HELP %s Cards whose pods hold more GPU memory than the card has, in the extender's cache.\n# TYPE %s gauge\n%s %d\n",
-		name, name, name, cache.OvercommittedCards(h.ext.cache.Nodes()))
+	gauge := func(name, help string, v int) {
+		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
+	}
+	gauge("gpushare_overcommitted_cards", "Cards whose pods hold more GPU memory than the card has, in the extender's cache.",
+		cache.OvercommittedCards(h.ext.cache.Nodes()))
+	leading := 0
+	if h.ext.Leading() {
+		leading = 1
+	}
+	gauge("gpushare_leader", "1 when this replica binds (it leads, or runs without leader election), else 0.", leading)
 }
 
 // audit answers the invariant check: cards over capacity and every difference between the

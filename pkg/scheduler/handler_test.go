@@ -478,7 +478,9 @@ func metricsText(filters, prioritizes, binds, bindFailures, preempts int) string
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
 	}
 	b.WriteString("# HELP gpushare_overcommitted_cards Cards whose pods hold more GPU memory than the card has, in the extender's cache.\n" +
-		"# TYPE gpushare_overcommitted_cards gauge\ngpushare_overcommitted_cards 0\n")
+		"# TYPE gpushare_overcommitted_cards gauge\ngpushare_overcommitted_cards 0\n" +
+		"# HELP gpushare_leader 1 when this replica binds (it leads, or runs without leader election), else 0.\n" +
+		"# TYPE gpushare_leader gauge\ngpushare_leader 1\n")
 	return b.String()
 }
 
