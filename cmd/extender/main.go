@@ -35,10 +35,11 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, &cfg, policies); err != nil {
-		klog.ErrorS(err, "Extender failed")
-		os.Exit(1)
+	err := run(ctx, &cfg, policies)
+	stop()
+	if err != nil {
+		klog.Background().Error(err, "Extender failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}
 }
 

@@ -45,7 +45,7 @@ type benchCluster struct {
 
 func newBenchCluster(b *testing.B, n int, policyName string) *benchCluster {
 	b.Helper()
-	rng := rand.New(rand.NewPCG(uint64(n), 42))
+	rng := rand.New(rand.NewPCG(uint64(n), 42)) //nolint:gosec // G115: n is a positive cluster size
 	c := cache.New(contract.DefaultNames(), klog.Background())
 	names := make([]string, n)
 	for i := range names {

@@ -437,7 +437,7 @@ func do(t *testing.T, srv *httptest.Server, method, path, body string) (int, str
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("read answer: %v", err)

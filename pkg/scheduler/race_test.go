@@ -26,10 +26,9 @@ import (
 
 // raceResults collects what the binders saw.
 type raceResults struct {
-	mu        sync.Mutex
-	boundTo   map[string]string // pod → node of its successful bind(s)
-	failures  int
-	conflicts []string
+	mu       sync.Mutex
+	boundTo  map[string]string // pod → node of its successful bind(s)
+	failures int
 }
 
 func (r *raceResults) record(t *testing.T, pod, node string, err error) {

@@ -37,7 +37,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 			answer <- "error: " + err.Error()
 			return
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		answer <- string(b)
 	}()
@@ -50,7 +50,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		if err != nil {
 			break
 		}
-		c.Close()
+		_ = c.Close()
 		if time.Now().After(deadline) {
 			t.Fatal("listener still accepts connections after shutdown began")
 		}

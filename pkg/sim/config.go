@@ -100,6 +100,9 @@ func ParseSeeds(s string) ([]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: seeds %q: %w", ErrBadConfig, s, err)
 		}
+		if v < 0 {
+			return nil, fmt.Errorf("%w: seeds %q: seed %d is negative", ErrBadConfig, s, v)
+		}
 		out = append(out, v)
 	}
 	return out, nil

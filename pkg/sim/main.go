@@ -45,7 +45,7 @@ func LoadTrace(nodesFile, podsFile string) ([]Node, []Pod, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodes: %w", err)
 	}
-	defer nf.Close()
+	defer func() { _ = nf.Close() }() // only read
 	nodes, err := ReadNodes(nf)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodes %s: %w", nodesFile, err)
@@ -54,7 +54,7 @@ func LoadTrace(nodesFile, podsFile string) ([]Node, []Pod, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("pods: %w", err)
 	}
-	defer pf.Close()
+	defer func() { _ = pf.Close() }() // only read
 	pods, err := ReadPods(pf)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pods %s: %w", podsFile, err)
@@ -73,7 +73,7 @@ func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node
 		if err != nil {
 			return nil, err
 		}
-		run := &Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: cfg.Inflate, Seed: uint64(seed)}
+		run := &Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: cfg.Inflate, Seed: uint64(seed)} //nolint:gosec // G115: ParseSeeds keeps seeds non-negative
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -97,7 +97,7 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	if err := write(f); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is the one to report
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return f.Close()

@@ -9,9 +9,10 @@ import (
 // WriteTable prints the summaries for people.
 func WriteTable(w io.Writer, sums []*Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\ttrace\tseeds\talloc@100 %\tsd\talloc@130 %\tsd\tunalloc GPUs@100\tpods\ts/run\t")
+	// The tabwriter buffers every line until Flush, whose error is the underlying writer's.
+	_, _ = fmt.Fprintln(tw, "policy\ttrace\tseeds\talloc@100 %\tsd\talloc@130 %\tsd\tunalloc GPUs@100\tpods\ts/run\t")
 	for _, s := range sums {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%.2f\t\n", s.Policy, s.Trace, len(s.Seeds),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%.2f\t\n", s.Policy, s.Trace, len(s.Seeds),
 			s.AllocAt100.Mean, s.AllocAt100.SD, s.AllocAt130.Mean, s.AllocAt130.SD, s.UnallocatedGPUsAt100, s.PodsSubmitted, s.Seconds)
 	}
 	return tw.Flush()

@@ -64,3 +64,29 @@ func TestWriteCurvesAndPlot(t *testing.T) {
 		t.Error("CSV has no header")
 	}
 }
+
+func TestParseSeeds(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{in: "42-45", want: []int{42, 43, 44, 45}},
+		{in: "42, 7", want: []int{42, 7}},
+		{in: "45-42", wantErr: true},
+		{in: "-5", wantErr: true},
+		{in: "1,-2", wantErr: true},
+		{in: "x", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseSeeds(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseSeeds(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseSeeds(%q) (-want,+got):\n%s", tt.in, diff)
+			}
+		})
+	}
+}
