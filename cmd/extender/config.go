@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
@@ -20,11 +21,22 @@ type config struct {
 	burst      int
 	maxBody    int64
 	names      contract.Names
+	// leaderElect runs leader election among the replicas (only the leader binds).
+	leaderElect bool
+	election    scheduler.ElectionConfig
 }
 
 func defaultConfig() config {
+	election := scheduler.DefaultElectionConfig()
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		election.Namespace = ns
+	}
+	election.Identity = os.Getenv("POD_NAME")
+	if election.Identity == "" {
+		election.Identity, _ = os.Hostname()
+	}
 	return config{address: ":39999", policy: policies.Default, qps: 200, burst: 400,
-		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames()}
+		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election}
 }
 
 func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
@@ -35,6 +47,13 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.Float64Var(&c.qps, "kube-api-qps", c.qps, "queries per second to the API server (client-go's default 5 capped binds at ~2.7/s)")
 	fs.IntVar(&c.burst, "kube-api-burst", c.burst, "burst of queries to the API server")
 	fs.Int64Var(&c.maxBody, "max-body-bytes", c.maxBody, "largest request body accepted")
+	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
+	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
+	fs.StringVar(&c.election.Name, "leader-elect-name", c.election.Name, "name of the Lease")
+	fs.StringVar(&c.election.Identity, "leader-elect-identity", c.election.Identity, "this replica's name in the Lease (default: $POD_NAME, else the host name)")
+	fs.DurationVar(&c.election.LeaseDuration, "leader-elect-lease-duration", c.election.LeaseDuration, "how long a leader's Lease holds without renewal")
+	fs.DurationVar(&c.election.RenewDeadline, "leader-elect-renew-deadline", c.election.RenewDeadline, "how long a leader tries to renew before it stops binding")
+	fs.DurationVar(&c.election.RetryPeriod, "leader-elect-retry-period", c.election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
 	c.names.AddFlags(fs)
 }
 
@@ -48,6 +67,11 @@ func (c *config) validate(policies policies.Registry) error {
 	}
 	if c.maxBody < 1024 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes must be at least 1024"))
+	}
+	if c.leaderElect {
+		if _, err := scheduler.NewElector(nil, c.election); err != nil {
+			errs = append(errs, fmt.Errorf("--leader-elect: %w", err))
+		}
 	}
 	if err := c.names.Validate(); err != nil {
 		errs = append(errs, err)

@@ -75,7 +75,16 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	defer func() { stopInformers(); factory.Shutdown() }()
 	factory.Start(informerCtx.Done())
 	ready := func() bool { return allSynced(synced) }
-	ext := scheduler.NewExtender(c, client, policy, cfg.names)
+	var opts []scheduler.Option
+	if cfg.leaderElect {
+		elector, stopElection, err := startElection(ctx, rc, cfg.election)
+		if err != nil {
+			return err
+		}
+		defer stopElection() // after the settling below: the lease goes last
+		opts = append(opts, scheduler.WithLeadership(elector))
+	}
+	ext := scheduler.NewExtender(c, client, policy, cfg.names, opts...)
 	go func() { // a learning policy starts from the pods already running
 		if toolscache.WaitForCacheSync(informerCtx.Done(), synced...) {
 			ext.Relearn()

@@ -145,7 +145,11 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Pa
 		writeError(w, http.StatusServiceUnavailable, errors.New("informers have not synced yet"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	body := map[string]string{"status": "ready"}
+	if l := h.ext.leadership; l != nil { // say who binds; followers stay ready for filter and prioritize
+		body["leading"], body["leader"] = fmt.Sprint(l.Leading()), l.Leader()
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (h *Handler) version(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
