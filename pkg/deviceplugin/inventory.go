@@ -65,15 +65,23 @@ func newInventory(nv nvml.Interface, names *contract.Names) (*inventory, error) 
 // deviceID names unit n of a GPU.
 func deviceID(uuid string, n int64) string { return uuid + deviceIDSep + strconv.FormatInt(n, 10) }
 
-// gpuOf returns the index of the GPU a device ID belongs to.
+// gpuOf returns the index of the GPU a device ID belongs to; an ID the plugin never advertised
+// is an error.
 func (inv *inventory) gpuOf(id string) (int, error) {
 	cut := strings.LastIndex(id, deviceIDSep)
 	if cut < 0 {
 		return 0, fmt.Errorf("%w %q", ErrUnknownDevice, id)
 	}
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
 	pos, ok := inv.byUUID[id[:cut]]
 	if !ok {
 		return 0, fmt.Errorf("%w %q: no GPU %s on this node", ErrUnknownDevice, id, id[:cut])
+	}
+	// Only the IDs devices advertises: units 0..units-1, written as deviceID writes them.
+	n, err := strconv.ParseInt(id[cut+len(deviceIDSep):], 10, 64)
+	if err != nil || n < 0 || n >= inv.gpus[pos].units || deviceID(id[:cut], n) != id {
+		return 0, fmt.Errorf("%w %q: GPU %s has units 0 to %d", ErrUnknownDevice, id, id[:cut], inv.gpus[pos].units-1)
 	}
 	return inv.gpus[pos].Index, nil
 }
