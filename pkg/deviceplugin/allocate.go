@@ -50,6 +50,8 @@ func resolveCode(err error) codes.Code {
 	switch {
 	case errors.Is(err, ErrNoPod):
 		return codes.NotFound
+	case errors.Is(err, ErrBrokenPlacement):
+		return codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return codes.Canceled
 	}

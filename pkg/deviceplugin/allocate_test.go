@@ -92,7 +92,7 @@ func TestAllocateErrors(t *testing.T) {
 	}{
 		{name: "no pod at all", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no pod bound to node n1"},
 		{
-			name: "pod without placement", ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: "no placement annotation",
+			name: "pod without placement", ids: []string{uuid(0) + "::0"}, wantCode: codes.FailedPrecondition, wantMsg: "no placement annotation",
 			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 1).Obj()},
 		},
 		{name: "size mismatch", pods: []*v1.Pod{placed}, ids: []string{uuid(0) + "::0"}, wantCode: codes.NotFound, wantMsg: `next container "c" asks 2`},
@@ -115,6 +115,55 @@ func TestAllocateErrors(t *testing.T) {
 			_, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tt.ids}}})
 			if got := status.Code(err); got != tt.wantCode || !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("Allocate error = %v (code %v), want code %v containing %q", err, got, tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// TestAllocateBrokenPodFailsAlone: a pod without a usable placement (bound without one, or
+// naming a GPU the node lacks) that kubelet admits first fails its own Allocate; it never gets
+// the card of the pod after it, which then gets its own, and later Allocates of the same size
+// are not poisoned by it.
+func TestAllocateBrokenPodFailsAlone(t *testing.T) {
+	placed := func(name string, sec int, g int) *v1.Pod {
+		return st.MakePod().Name(name).Node(testNode).Created(t0.Add(time.Duration(sec)*time.Second)).
+			NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {g: 2}}).Obj()
+	}
+	tests := []struct {
+		name    string
+		broken  *v1.Pod
+		wantMsg string
+	}{
+		{name: "bound without a placement", wantMsg: "no placement annotation",
+			broken: st.MakePod().Name("broken").Node(testNode).Created(t0).NamedGPUMem("c", 2).Obj()},
+		{name: "placement on a GPU the node lacks", wantMsg: "which node n1 does not have",
+			broken: st.MakePod().Name("broken").Node(testNode).Created(t0).NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {9: 2}}).Obj()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, noPodResources, mockhost.Options{MemoryBytes: 40 << 30}, tt.broken, placed("b", 1, 3), placed("c", 2, 5))
+			allocate := func(ids ...string) (map[string]string, error) {
+				resp, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+				if err != nil {
+					return nil, err
+				}
+				return resp.ContainerResponses[0].Envs, nil
+			}
+			_, err := allocate(uuid(0)+"::0", uuid(0)+"::1")
+			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "default/broken") || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("first Allocate = %v, want FailedPrecondition naming default/broken: %s", err, tt.wantMsg)
+			}
+			for _, want := range []string{"3", "5"} { // b's card, then c's: nobody gets another's
+				got, err := allocate(uuid(0)+"::2", uuid(0)+"::3")
+				if err != nil {
+					t.Fatalf("Allocate after the broken pod = %v", err)
+				}
+				if got[contract.EnvIndex] != want {
+					t.Errorf("Allocate handed GPU %s, want %s", got[contract.EnvIndex], want)
+				}
+			}
+			if _, err := allocate(uuid(0)+"::4", uuid(0)+"::5"); status.Code(err) != codes.NotFound {
+				t.Errorf("Allocate with no pod left = %v, want NotFound", err)
 			}
 		})
 	}

@@ -18,6 +18,10 @@ import (
 // ErrNoPod is wrapped when no bound pod waits for a container of the requested size.
 var ErrNoPod = errors.New("no pod to allocate for")
 
+// ErrBrokenPlacement is wrapped when the pod kubelet is admitting has no usable placement (bound
+// without one, or naming a GPU the node lacks): its Allocate fails, and only its own.
+var ErrBrokenPlacement = errors.New("pod has no usable GPU placement")
+
 // resolvePollInterval is how often resolve looks again while waiting for the pod source.
 const resolvePollInterval = 50 * time.Millisecond
 
@@ -27,6 +31,8 @@ type choice struct {
 	req       contract.PodRequest
 	container contract.ContainerRequest
 	placement map[int]int64
+	// broken says why the pod has no usable placement ("" when it has one).
+	broken string
 }
 
 // candidates is one pass over the node's pods; rejected explains the pods that were skipped.
@@ -56,12 +62,20 @@ func (p *Plugin) resolve(ctx context.Context, units int64, ids []string, handOut
 		if last.best == nil && kv != nil { // the kubelet may not list the pod it is admitting yet
 			last = p.pickLocked(pods, units, nil)
 		}
-		if found = last.best; found != nil && handOut {
+		switch found = last.best; {
+		case found == nil || !handOut:
+		case found.broken != "":
+			p.tracker.refusedLocked()[found.pod.UID] = true // this Allocate was its: never pick it again
+		default:
 			p.tracker.addLocked(&handout{owner: refOf(found), units: units, devices: devicesKey(ids),
 				placement: maps.Clone(found.placement), at: time.Now()})
 		}
 		return found != nil, nil
 	})
+	if found != nil && found.broken != "" {
+		return nil, fmt.Errorf("%w: %s, the earliest pod on node %s waiting for %d %s: %s", ErrBrokenPlacement,
+			klog.KObj(found.pod), p.cfg.nodeName, units, p.cfg.names.UnitLabel(), found.broken)
+	}
 	if found != nil {
 		return found, nil
 	}
@@ -90,6 +104,7 @@ func (p *Plugin) kubeletView(ctx context.Context) *kubeletView {
 // time, container by container. Caller holds p.tracker.mu.
 func (p *Plugin) pickLocked(pods []*v1.Pod, units int64, kv *kubeletView) candidates {
 	var out candidates
+	p.tracker.pruneRefusedLocked(pods)
 	for _, pod := range pods {
 		ch, why := p.candidate(pod, len(pods), units, kv)
 		if ch == nil {
@@ -106,37 +121,54 @@ func (p *Plugin) pickLocked(pods []*v1.Pod, units int64, kv *kubeletView) candid
 }
 
 // candidate returns pod's next container when it asks units, or why not ("" for pods that are
-// simply not gpushare pods waiting for Allocate). Caller holds p.tracker.mu.
+// simply not gpushare pods waiting for Allocate). A pod waiting for units without a usable
+// placement is a candidate too, marked broken: kubelet may be admitting it, and then this
+// Allocate must fail rather than hand it another pod's card. Caller holds p.tracker.mu.
 func (p *Plugin) candidate(pod *v1.Pod, livePods int, units int64, kv *kubeletView) (*choice, string) {
 	if pod.Annotations[contract.AnnotationAssigned] == "true" || pod.DeletionTimestamp != nil ||
-		pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || p.tracker.refusedLocked()[pod.UID] {
 		return nil, ""
 	}
 	req, alloc, ok, err := p.parseLocked(pod, livePods)
-	switch {
-	case err != nil:
-		return nil, err.Error()
-	case req.Empty():
+	if req.Empty() { // no gpu-mem, or a request that does not parse (nothing to match units with)
+		if err != nil {
+			return nil, err.Error()
+		}
 		return nil, ""
-	case !ok:
-		return nil, "no placement annotation " + contract.AnnotationAllocation + " (not bound by the gpushare extender?)"
 	}
 	nn := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	if !kv.knows(nn) {
 		return nil, ""
 	}
-	next, ok := p.tracker.nextContainerLocked(pod.UID, nn, &req, kv)
-	if !ok {
+	next, more := p.tracker.nextContainerLocked(pod.UID, nn, &req, kv)
+	if !more {
 		return nil, ""
 	}
 	if next.Units != units {
 		return nil, fmt.Sprintf("next container %q asks %d", next.Name, next.Units)
 	}
-	placement := alloc[next.Key]
-	if len(placement) == 0 {
-		return nil, fmt.Sprintf("placement has no entry for container %s (%q)", next.Key, next.Name)
+	ch := &choice{pod: pod, req: req, container: next, placement: alloc[next.Key]}
+	switch {
+	case err != nil:
+		ch.broken = err.Error()
+	case !ok:
+		ch.broken = "no placement annotation " + contract.AnnotationAllocation + " (not bound by the gpushare extender?)"
+	case len(ch.placement) == 0:
+		ch.broken = fmt.Sprintf("placement has no entry for container %s (%q)", next.Key, next.Name)
+	default:
+		ch.broken = p.missingGPU(ch.placement)
 	}
-	return &choice{pod: pod, req: req, container: next, placement: placement}, ""
+	return ch, ""
+}
+
+// missingGPU says which GPU of placement the node does not have ("" when it has them all).
+func (p *Plugin) missingGPU(placement map[int]int64) string {
+	for g := range placement {
+		if _, ok := p.inv.lookup(g); !ok {
+			return fmt.Sprintf("placement names GPU %d, which node %s does not have", g, p.cfg.nodeName)
+		}
+	}
+	return ""
 }
 
 // admittedBefore orders pods as kubelet admits them: by creation time, then namespace/name.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -34,8 +35,35 @@ type containerRef struct {
 
 // tracker remembers handouts until their pod is marked assigned.
 type tracker struct {
-	mu       sync.Mutex // guards handouts; never held during I/O
+	mu       sync.Mutex // guards handouts and refused; never held during I/O
 	handouts []*handout
+	// refused are the pods whose Allocate failed for want of a usable placement; they are
+	// never candidates again (kubelet fails their admission).
+	refused map[types.UID]bool
+}
+
+// refusedLocked returns the refused pods, creating the set. Caller holds t.mu.
+func (t *tracker) refusedLocked() map[types.UID]bool {
+	if t.refused == nil {
+		t.refused = map[types.UID]bool{}
+	}
+	return t.refused
+}
+
+// pruneRefusedLocked forgets refused pods that are no longer among pods. Caller holds t.mu.
+func (t *tracker) pruneRefusedLocked(pods []*v1.Pod) {
+	if len(t.refused) == 0 {
+		return
+	}
+	live := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		live[p.UID] = true
+	}
+	for uid := range t.refused {
+		if !live[uid] {
+			delete(t.refused, uid)
+		}
+	}
 }
 
 // devicesKey is the identity of a device set.
