@@ -2,11 +2,14 @@ package deviceplugin
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -54,6 +57,65 @@ func TestRunWaitsForTheKubeletDir(t *testing.T) {
 		}
 	case err := <-done:
 		t.Fatalf("Run() returned %v before kubelet's directory appeared", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v after cancel, want nil", err)
+	}
+}
+
+// TestRegistersSoonAfterKubeletListens: kubelet's socket file exists (kubelet bound it) before
+// kubelet accepts connections on it; the plugin's retries are close enough that it registers
+// within about a second of kubelet listening (it waited a fixed 5 s before).
+func TestRegistersSoonAfterKubeletListens(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "kubelet.sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+	host, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 4 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := k8sfake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}})
+	p, err := New(nvml.New(host), client, WithNodeName(testNode), WithKubeletDir(dir), WithLogger(logger),
+		WithPodSource(fake.ClientPods{Client: client, Node: testNode}), WithResolveWait(0), WithHealthCheck(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	time.Sleep(6 * time.Second) // registrations are refused meanwhile; the old retry came at 5 s and 10 s
+	if err := syscall.Listen(fd, 16); err != nil {
+		t.Fatal(err)
+	}
+	listening := time.Now()
+	f := os.NewFile(uintptr(fd), sock)
+	lis, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make(chan *pluginapi.RegisterRequest, 4)
+	reg := &fakeRegistration{reqs: reqs, srv: grpc.NewServer()}
+	pluginapi.RegisterRegistrationServer(reg.srv, reg)
+	go func() { _ = reg.srv.Serve(lis) }()
+	defer reg.srv.Stop()
+	select {
+	case <-reqs:
+		took := time.Since(listening)
+		t.Logf("registered %v after kubelet listened", took)
+		if took > 2500*time.Millisecond { // the bound is 1 s; the slack is for a loaded machine
+			t.Errorf("registered %v after kubelet listened, want about a second at most", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no registration 10 s after kubelet listened")
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -12,8 +12,13 @@ import (
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 )
 
-// registerRetry is how long Run waits before registering again after a failure.
-const registerRetry = 5 * time.Second
+// Registration retries: the first after registerRetryMin, doubling up to registerRetryMax, so
+// that a kubelet whose socket exists before it accepts connections (it binds, then listens) is
+// registered with no later than registerRetryMax after it listens.
+const (
+	registerRetryMin = 100 * time.Millisecond
+	registerRetryMax = time.Second
+)
 
 // Plugin is the gpushare device plugin. Build it with New and start it with Run; its gRPC
 // methods may also be called directly (tests, benchmarks).
@@ -100,16 +105,21 @@ func (p *Plugin) Run(ctx context.Context) error {
 // when ctx ended.
 func (p *Plugin) registerUntil(ctx context.Context, restart <-chan string) string {
 	logger := klog.FromContext(ctx)
-	for {
+	wait := registerRetryMin
+	for failures := 0; ; {
 		err := p.register(ctx)
-		if err == nil {
-			logger.Info("Registered with kubelet", "resource", p.cfg.names.Resource, "socket", p.SocketPath())
-		} else {
-			logger.Error(err, "Registration failed; retrying", "retryAfter", registerRetry)
-		}
 		var retry <-chan time.Time
-		if err != nil {
-			retry = time.After(registerRetry)
+		switch {
+		case err == nil:
+			logger.Info("Registered with kubelet", "resource", p.cfg.names.Resource, "socket", p.SocketPath())
+			failures, wait = 0, registerRetryMin
+		default:
+			if failures%20 == 0 { // not every 100 ms to 1 s
+				logger.Error(err, "Registration failed; retrying", "retryAfter", wait, "failures", failures+1)
+			}
+			failures++
+			retry = time.After(wait)
+			wait = min(2*wait, registerRetryMax)
 		}
 		select {
 		case <-ctx.Done():
