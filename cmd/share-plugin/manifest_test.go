@@ -65,6 +65,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	}
 	want := map[string][]string{
 		"nodes": {"get", "patch"}, "nodes/status": {"get", "patch"}, "pods": {"get", "list", "watch", "patch"},
+		"events": {"create"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ClusterRole rules (-want,+got):\n%s", diff)

@@ -30,6 +30,9 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		ch, err := p.resolve(ctx, int64(len(ids)), ids, true)
 		if err != nil {
 			logger.Error(err, "Allocate could not resolve the pod", "units", len(ids))
+			if ch != nil { // the pod was found but cannot be admitted: tell its owner too
+				p.warnPod(ctx, ch.pod, "GPUShareAllocateFailed", err.Error())
+			}
 			return nil, status.Error(resolveCode(err), err.Error())
 		}
 		env, err := p.containerEnv(ch)
@@ -50,7 +53,7 @@ func resolveCode(err error) codes.Code {
 	switch {
 	case errors.Is(err, ErrNoPod):
 		return codes.NotFound
-	case errors.Is(err, ErrBrokenPlacement):
+	case errors.Is(err, ErrBrokenPlacement), errors.Is(err, ErrOverCapacity):
 		return codes.FailedPrecondition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return codes.Canceled

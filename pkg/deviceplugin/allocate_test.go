@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
@@ -166,6 +167,47 @@ func TestAllocateBrokenPodFailsAlone(t *testing.T) {
 				t.Errorf("Allocate with no pod left = %v, want NotFound", err)
 			}
 		})
+	}
+}
+
+// TestAllocateRefusesOverCapacity: whatever the scheduler placed, the plugin fails the
+// Allocate of a pod that would make the pods admitted on a card hold more than the card has,
+// with an error and a Warning Event on that pod; the next pod that fits is admitted.
+func TestAllocateRefusesOverCapacity(t *testing.T) {
+	at := func(name string, sec, units int) *v1.Pod {
+		return st.MakePod().Name(name).Node(testNode).Created(t0.Add(time.Duration(sec)*time.Second)).
+			NamedGPUMem("c", int64(units)).Allocation(contract.Allocation{"0": {0: int64(units)}}).Obj()
+	}
+	running := at("running", 0, 30)
+	running.Annotations[contract.AnnotationAssigned] = "true"
+	h := newHarness(t, noPodResources, mockhost.Options{MemoryBytes: 40 << 30}, running, at("bug", 1, 20), at("fits", 2, 10))
+	ids := func(lo, n int) []string {
+		var out []string
+		for i := lo; i < lo+n; i++ {
+			out = append(out, fmt.Sprintf("%s::%d", uuid(0), i))
+		}
+		return out
+	}
+	_, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids(0, 20)}}})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "default/bug") ||
+		!strings.Contains(err.Error(), "GPU 0 has 40 units, the pods admitted on it hold 30 and this pod asks 20") {
+		t.Fatalf("Allocate of the over-committing pod = %v, want FailedPrecondition naming it", err)
+	}
+	resp, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids(20, 10)}}})
+	if err != nil {
+		t.Fatalf("Allocate of the pod that fits = %v", err)
+	}
+	if got := resp.ContainerResponses[0].Envs[contract.EnvPod]; got != "10" {
+		t.Errorf("admitted a pod of %s units, want the 10-unit one", got)
+	}
+	var events *v1.EventList
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if events, err = h.client.CoreV1().Events("default").List(h.ctx, metav1.ListOptions{}); err == nil && len(events.Items) > 0 {
+			break
+		}
+	}
+	if events == nil || len(events.Items) != 1 || events.Items[0].InvolvedObject.Name != "bug" || events.Items[0].Type != v1.EventTypeWarning {
+		t.Errorf("events = %+v, want one Warning on pod bug", events)
 	}
 }
 

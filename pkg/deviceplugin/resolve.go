@@ -31,6 +31,7 @@ type choice struct {
 	req       contract.PodRequest
 	container contract.ContainerRequest
 	placement map[int]int64
+	alloc     contract.Allocation // the whole pod's placement
 	// broken says why the pod has no usable placement ("" when it has one).
 	broken string
 }
@@ -43,9 +44,12 @@ type candidates struct {
 
 // resolve finds the container kubelet is allocating units devices for. With handOut it also
 // records the answer, in the same critical section, so two Allocates never get the same container.
+// When the container's pod cannot be admitted (no usable placement, or a card would go over
+// capacity) it returns the choice with an error.
 func (p *Plugin) resolve(ctx context.Context, units int64, ids []string, handOut bool) (*choice, error) {
 	var found *choice
 	var last candidates
+	var over string // why admitting found would over-commit a card
 	timeout := p.cfg.resolveWait
 	if !handOut {
 		timeout = 0 // GetPreferredAllocation: a preference is optional, never make kubelet wait
@@ -67,14 +71,21 @@ func (p *Plugin) resolve(ctx context.Context, units int64, ids []string, handOut
 		case found.broken != "":
 			p.tracker.refusedLocked()[found.pod.UID] = true // this Allocate was its: never pick it again
 		default:
+			if over = p.overCapacityLocked(pods, kv, found); over != "" {
+				p.tracker.refusedLocked()[found.pod.UID] = true // a scheduler bug: fail this pod, loudly
+				break
+			}
 			p.tracker.addLocked(&handout{owner: refOf(found), units: units, devices: devicesKey(ids),
 				placement: maps.Clone(found.placement), at: time.Now()})
 		}
 		return found != nil, nil
 	})
-	if found != nil && found.broken != "" {
-		return nil, fmt.Errorf("%w: %s, the earliest pod on node %s waiting for %d %s: %s", ErrBrokenPlacement,
+	switch {
+	case found != nil && found.broken != "":
+		return found, fmt.Errorf("%w: %s, the earliest pod on node %s waiting for %d %s: %s", ErrBrokenPlacement,
 			klog.KObj(found.pod), p.cfg.nodeName, units, p.cfg.names.UnitLabel(), found.broken)
+	case over != "":
+		return found, fmt.Errorf("%w: pod %s on node %s: %s", ErrOverCapacity, klog.KObj(found.pod), p.cfg.nodeName, over)
 	}
 	if found != nil {
 		return found, nil
@@ -147,7 +158,7 @@ func (p *Plugin) candidate(pod *v1.Pod, livePods int, units int64, kv *kubeletVi
 	if next.Units != units {
 		return nil, fmt.Sprintf("next container %q asks %d", next.Name, next.Units)
 	}
-	ch := &choice{pod: pod, req: req, container: next, placement: alloc[next.Key]}
+	ch := &choice{pod: pod, req: req, container: next, placement: alloc[next.Key], alloc: alloc}
 	switch {
 	case err != nil:
 		ch.broken = err.Error()
