@@ -140,33 +140,50 @@ func TestAllocateBrokenPodFailsAlone(t *testing.T) {
 		{name: "placement on a GPU the node lacks", wantMsg: "which node n1 does not have",
 			broken: st.MakePod().Name("broken").Node(testNode).Created(t0).NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {9: 2}}).Obj()},
 	}
+	modes := map[string]kubeletMode{
+		"no PodResources": noPodResources,
+		// the kubelet lists none of the pods yet: the relaxed filter considers them all
+		"PodResources lists nobody":   listAfterAdmit,
+		"PodResources lists them all": listBeforeAdmit,
+	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, noPodResources, mockhost.Options{MemoryBytes: 40 << 30}, tt.broken, placed("b", 1, 3), placed("c", 2, 5))
-			allocate := func(ids ...string) (map[string]string, error) {
-				resp, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
-				if err != nil {
-					return nil, err
-				}
-				return resp.ContainerResponses[0].Envs, nil
-			}
-			_, err := allocate(uuid(0)+"::0", uuid(0)+"::1")
-			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "default/broken") || !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Fatalf("first Allocate = %v, want FailedPrecondition naming default/broken: %s", err, tt.wantMsg)
-			}
-			for _, want := range []string{"3", "5"} { // b's card, then c's: nobody gets another's
-				got, err := allocate(uuid(0)+"::2", uuid(0)+"::3")
-				if err != nil {
-					t.Fatalf("Allocate after the broken pod = %v", err)
-				}
-				if got[contract.EnvIndex] != want {
-					t.Errorf("Allocate handed GPU %s, want %s", got[contract.EnvIndex], want)
-				}
-			}
-			if _, err := allocate(uuid(0)+"::4", uuid(0)+"::5"); status.Code(err) != codes.NotFound {
-				t.Errorf("Allocate with no pod left = %v, want NotFound", err)
-			}
-		})
+		for modeName, mode := range modes {
+			t.Run(tt.name+"/"+modeName, func(t *testing.T) { testBrokenPodFailsAlone(t, mode, tt.broken, tt.wantMsg, placed) })
+		}
+	}
+}
+
+// testBrokenPodFailsAlone admits broken (created first), then pods b and c placed on GPUs 3 and 5.
+func testBrokenPodFailsAlone(t *testing.T, mode kubeletMode, broken *v1.Pod, wantMsg string, placed func(string, int, int) *v1.Pod) {
+	pods := []*v1.Pod{broken, placed("b", 1, 3), placed("c", 2, 5)}
+	h := newHarness(t, mode, mockhost.Options{MemoryBytes: 40 << 30}, pods...)
+	if mode == listBeforeAdmit {
+		for _, p := range pods {
+			h.kubelet.AddPod(p)
+		}
+	}
+	allocate := func(ids ...string) (map[string]string, error) {
+		resp, err := h.p.Allocate(h.ctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+		if err != nil {
+			return nil, err
+		}
+		return resp.ContainerResponses[0].Envs, nil
+	}
+	_, err := allocate(uuid(0)+"::0", uuid(0)+"::1")
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "default/broken") || !strings.Contains(err.Error(), wantMsg) {
+		t.Fatalf("first Allocate = %v, want FailedPrecondition naming default/broken: %s", err, wantMsg)
+	}
+	for _, want := range []string{"3", "5"} { // b's card, then c's: nobody gets another's
+		got, err := allocate(uuid(0)+"::2", uuid(0)+"::3")
+		if err != nil {
+			t.Fatalf("Allocate after the broken pod = %v", err)
+		}
+		if got[contract.EnvIndex] != want {
+			t.Errorf("Allocate handed GPU %s, want %s", got[contract.EnvIndex], want)
+		}
+	}
+	if _, err := allocate(uuid(0)+"::4", uuid(0)+"::5"); status.Code(err) != codes.NotFound {
+		t.Errorf("Allocate with no pod left = %v, want NotFound", err)
 	}
 }
 
