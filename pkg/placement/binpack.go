@@ -32,22 +32,25 @@ func (Binpack) ScoreNode(node *NodeInfo, plan *Plan, req *gpumem.PodRequest) flo
 }
 
 // fullness is how full the plan's cards are after placement (weight 1) plus how full the node
-// is after placement (weight 1/100, a tie-breaker), both as fractions.
+// is after placement (weight 1/100, a tie-breaker), both as fractions. A card the plan uses fits
+// its charge, so at least one unit of it is free and its used units are its capacity less its
+// free ones: the compact summaries give them without reading the card's full record.
 func fullness(node *NodeInfo, plan *Plan, req *gpumem.PodRequest) float64 {
+	free, capacities := node.UsableFree(), node.Capacities()
 	var used, capacity, add int64
 	if len(plan.Slots) == 1 { // the common plan: its one slot is its charge
 		s := plan.Slots[0]
-		card := &node.GPUs[s.GPU]
-		used, capacity, add = card.Used+s.Units, card.Capacity, s.Units
+		c := capacities[s.GPU]
+		used, capacity, add = c-free[s.GPU]+s.Units, c, s.Units
 	}
 	for i, s := range plan.Slots {
 		if len(plan.Slots) == 1 || !plan.FirstSlotOn(i) {
 			continue
 		}
-		card, c := &node.GPUs[s.GPU], plan.Charge(req, s.GPU)
-		used += card.Used + c
-		capacity += card.Capacity
-		add += c
+		c, charge := capacities[s.GPU], plan.Charge(req, s.GPU)
+		used += c - free[s.GPU] + charge
+		capacity += c
+		add += charge
 	}
 	cards := 0.0
 	if capacity > 0 {

@@ -73,8 +73,9 @@ type PodInfo struct {
 func (p *PodInfo) Key() string { return p.Namespace + "/" + p.Name }
 
 // NodeInfo is an immutable snapshot of one GPU-sharing node: the cache builds it, placement
-// reads it. Its cards' state is held once, in GPUs; MaxFree, UsableFree and the unit totals are
-// summaries of it that Summarize computes.
+// reads it. Its cards' state is held once, in GPUs; MaxFree, UsableFree, Capacities and the unit
+// totals are summaries of it that Summarize computes, kept where a placement pass over many
+// nodes reads them in a line or two per node.
 type NodeInfo struct {
 	// Name is the node's name.
 	Name string `json:"name"`
@@ -84,9 +85,8 @@ type NodeInfo struct {
 	ID int `json:"-"`
 	// Inventory says where GPU capacities came from.
 	Inventory InventorySource `json:"inventory"`
-	// GPUs are the node's cards in index order. For nodes of up to maxInlineCards cards they
-	// live in the snapshot itself (see SetGPUs), so that a placement pass over many nodes reads
-	// one block of memory per node.
+	// GPUs are the node's cards in index order (the summaries below are what placement passes
+	// read; GPUs' records stay in an allocation of their own, which keeps snapshots small).
 	GPUs []GPUInfo `json:"gpus"`
 	// MaxFree is the largest free block on a healthy card: a one-card ask larger than it cannot
 	// fit, whatever the card's model.
@@ -96,6 +96,9 @@ type NodeInfo struct {
 	// card for a one-card ask reads the node's first two cache lines only.
 	usable    []int64
 	usableBuf [maxInlineCards]int64
+	// capacity is each card's capacity (see Capacities), inline likewise.
+	capacity    []int64
+	capacityBuf [maxInlineCards]int64
 	// summed is true when total and used hold TotalUnits and UsedUnits.
 	summed      bool
 	total, used int64
@@ -113,26 +116,19 @@ type NodeInfo struct {
 	AllocatableMemory int64 `json:"allocatableMemory"`
 	// RequestedMemory is the memory requested by all pods on the node.
 	RequestedMemory int64 `json:"requestedMemory"`
-
-	gpuBuf [maxInlineCards]GPUInfo // storage of GPUs for small nodes
 }
 
-// maxInlineCards is how many cards a snapshot keeps inline.
+// maxInlineCards is how many cards' summaries a snapshot keeps inline.
 const maxInlineCards = 8
 
-// SetGPUs sets the node's cards to a copy of gpus, kept inline for small nodes. Call
-// Summarize once their Used fields are final.
+// SetGPUs sets the node's cards to a copy of gpus (nil for none). Call Summarize once their Used
+// fields are final.
 func (n *NodeInfo) SetGPUs(gpus []GPUInfo) {
-	switch {
-	case len(gpus) == 0:
+	if len(gpus) == 0 {
 		n.GPUs = nil
 		return
-	case len(gpus) <= maxInlineCards:
-		n.GPUs = n.gpuBuf[:len(gpus):len(gpus)]
-	default:
-		n.GPUs = make([]GPUInfo, len(gpus))
 	}
-	copy(n.GPUs, gpus)
+	n.GPUs = append(make([]GPUInfo, 0, len(gpus)), gpus...)
 }
 
 // Summarize fills the summaries of GPUs and PendingUnits: MaxFree, UsableFree and the unit
@@ -141,13 +137,13 @@ func (n *NodeInfo) SetGPUs(gpus []GPUInfo) {
 func (n *NodeInfo) Summarize() {
 	n.MaxFree = 0
 	if len(n.GPUs) <= maxInlineCards {
-		n.usable = n.usableBuf[:len(n.GPUs)]
+		n.usable, n.capacity = n.usableBuf[:len(n.GPUs)], n.capacityBuf[:len(n.GPUs)]
 	} else {
-		n.usable = make([]int64, len(n.GPUs))
+		n.usable, n.capacity = make([]int64, len(n.GPUs)), make([]int64, len(n.GPUs))
 	}
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
-		n.usable[i] = usableFree(g)
+		n.usable[i], n.capacity[i] = usableFree(g), g.Capacity
 		if g.Healthy {
 			n.MaxFree = max(n.MaxFree, g.Free())
 		}
@@ -166,6 +162,19 @@ func (n *NodeInfo) UsableFree() []int64 {
 	out := make([]int64, len(n.GPUs))
 	for g := range n.GPUs {
 		out[g] = usableFree(&n.GPUs[g])
+	}
+	return out
+}
+
+// Capacities returns each card's capacity in units, in GPUs' order. Callers must not modify the
+// result.
+func (n *NodeInfo) Capacities() []int64 {
+	if n.summed {
+		return n.capacity
+	}
+	out := make([]int64, len(n.GPUs))
+	for g := range n.GPUs {
+		out[g] = n.GPUs[g].Capacity
 	}
 	return out
 }

@@ -72,8 +72,8 @@ func planSingle(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer, p *Plan) 
 // container of units fits (the lowest index on ties), or -1.
 func bestByRank(node *NodeInfo, req *gpumem.PodRequest, units int64, scorer Scorer) int {
 	best, bestRank := -1, 0.0
-	for g := range node.GPUs {
-		if !node.CardFits(g, units, req) {
+	for g, free := range node.UsableFree() {
+		if free < units || !node.CardFits(g, units, req) { // free first: most cards fail there, without a call
 			continue
 		}
 		if r := scorer.RankGPU(node, g, units, req); best < 0 || r < bestRank {
@@ -91,12 +91,11 @@ func bestByFree(node *NodeInfo, req *gpumem.PodRequest, units int64, emptiest bo
 		sign = -1
 	}
 	best, bestKey := -1, int64(0)
-	usable := node.UsableFree()
-	for g := range usable {
-		if !node.CardFits(g, units, req) {
+	for g, free := range node.UsableFree() {
+		if free < units || !node.CardFits(g, units, req) { // free first: most cards fail there, without a call
 			continue
 		}
-		if k := sign * usable[g]; best < 0 || k < bestKey {
+		if k := sign * free; best < 0 || k < bestKey {
 			best, bestKey = g, k
 		}
 	}

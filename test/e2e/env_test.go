@@ -30,6 +30,16 @@ type env struct {
 // stopped by PID when t ends, and the logs are printed if t failed.
 func newEnv(t *testing.T, extenderFlags ...string) *env {
 	t.Helper()
+	e := newEnvWithoutScheduler(t, extenderFlags...)
+	if err := e.c.StartScheduler(e.ctx, e.ext.Host()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// newEnvWithoutScheduler is newEnv up to the extender: the caller starts kube-scheduler.
+func newEnvWithoutScheduler(t *testing.T, extenderFlags ...string) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := artifactDir(t)
 	c, err := framework.New(framework.Options{Root: s.root, Bin: s.bin, Dir: dir, Logf: t.Logf})
@@ -57,14 +67,11 @@ func newEnv(t *testing.T, extenderFlags ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.StartScheduler(ctx, e.ext.Host()); err != nil {
-		t.Fatal(err)
-	}
 	return e
 }
 
 func dumpLogs(t *testing.T, dir string) {
-	for _, name := range []string{"extender", "kube-scheduler", "kube-controller-manager", "share-plugin", "kubelet", "containerd"} {
+	for _, name := range []string{"extender", "extender-b", "kube-scheduler", "kube-controller-manager", "share-plugin", "kubelet", "containerd"} {
 		p := filepath.Join(dir, name+".log")
 		if _, err := os.Stat(p); err == nil {
 			t.Logf("---- last lines of %s ----\n%s", p, framework.TailFile(p, 40))
@@ -75,8 +82,17 @@ func dumpLogs(t *testing.T, dir string) {
 // nodes adds GPU nodes: name → cards.
 func (e *env) nodes(spec map[string][]contract.GPU) {
 	e.t.Helper()
+	errs := make(chan error, len(spec))
+	sem := make(chan struct{}, 8) // a few at a time: each waits for kwok to make its node Ready
 	for name, gpus := range spec {
-		if err := e.c.AddGPUNode(e.ctx, name, gpus); err != nil {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs <- e.c.AddGPUNode(e.ctx, name, gpus)
+		}()
+	}
+	for range spec {
+		if err := <-errs; err != nil {
 			e.t.Fatal(err)
 		}
 	}

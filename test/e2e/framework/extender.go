@@ -28,6 +28,11 @@ func (e *Extender) URL() string { return "http://" + e.Host() }
 // StartExtender starts the extender binary on port (0: a free one) with extra flags and waits
 // for /readyz (its informers have synced).
 func (c *Cluster) StartExtender(ctx context.Context, bin string, port int, extra ...string) (*Extender, error) {
+	return c.StartExtenderAs(ctx, "extender", bin, port, extra...)
+}
+
+// StartExtenderAs is StartExtender for one of several replicas: name names its process and log.
+func (c *Cluster) StartExtenderAs(ctx context.Context, name, bin string, port int, extra ...string) (*Extender, error) {
 	if port == 0 {
 		p, err := FreePort()
 		if err != nil {
@@ -36,7 +41,7 @@ func (c *Cluster) StartExtender(ctx context.Context, bin string, port int, extra
 		port = p
 	}
 	args := append(extenderArgs(c.Kubeconfig, port), extra...)
-	p, err := c.start("extender", bin, args)
+	p, err := c.start(name, bin, args)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +65,17 @@ func (c *Cluster) WaitExtenderReady(ctx context.Context, e *Extender) error {
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("readyz: %s", resp.Status)
 	})
+}
+
+// Leading reports whether the extender says, on /readyz, that it leads (binds).
+func (e *Extender) Leading(ctx context.Context) (bool, error) {
+	var ready struct {
+		Leading string `json:"leading"`
+	}
+	if err := GetJSON(ctx, e.URL()+"/readyz", &ready); err != nil {
+		return false, err
+	}
+	return ready.Leading == "true", nil
 }
 
 // GetJSON GETs url and decodes the JSON answer into out.
