@@ -28,11 +28,13 @@ type Decision struct {
 	req    *gpumem.PodRequest
 	res    PodResources
 	scorer Scorer
+	plans  shortcuts // scorer's planning shortcuts
 }
 
 // NewDecision starts the placement of a pod that asks req of GPU memory and res of the rest.
 func NewDecision(policy Policy, req *gpumem.PodRequest, res PodResources) *Decision {
-	return &Decision{policy: policy, req: req, res: res, scorer: policy.ForPod(res)}
+	scorer := policy.ForPod(res)
+	return &Decision{policy: policy, req: req, res: res, scorer: scorer, plans: newShortcuts(scorer)}
 }
 
 // Fork returns a Decision for the same pod with a scorer of its own, for another goroutine.
@@ -59,7 +61,7 @@ func (d *Decision) plan(node *NodeInfo, p *Plan) bool {
 		p.Slots = nil
 		return true
 	}
-	return PlanInto(node, d.req, d.scorer, p)
+	return d.plans.planInto(node, d.req, p)
 }
 
 // Score plans the pod on node into plan and rates node with it; ok is false when the pod does

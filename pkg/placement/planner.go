@@ -25,7 +25,29 @@ func PlanPod(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) (*Plan, bool
 // on many nodes. p's previous contents are overwritten; a one-slot plan lives in p's own
 // storage, so keep the *Plan, not a copy of it.
 func PlanInto(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer, p *Plan) bool {
-	if fits, single := planSingle(node, req, scorer, p); single {
+	sc := newShortcuts(scorer)
+	return sc.planInto(node, req, p)
+}
+
+// shortcuts is a scorer with its optional planning extensions found once, so that a pass over
+// many nodes does not look them up per node.
+type shortcuts struct {
+	scorer Scorer
+	free   FreeOrderer // nil unless the scorer is one
+	picker CardPicker  // nil unless the scorer is one
+}
+
+func newShortcuts(scorer Scorer) shortcuts {
+	s := shortcuts{scorer: scorer}
+	s.free, _ = scorer.(FreeOrderer)
+	s.picker, _ = scorer.(CardPicker)
+	return s
+}
+
+// planInto is PlanInto with the shortcuts found.
+func (sc *shortcuts) planInto(node *NodeInfo, req *gpumem.PodRequest, p *Plan) bool {
+	scorer := sc.scorer
+	if fits, single := sc.planSingle(node, req, p); single {
 		return fits
 	}
 	s := newSearch(node, req, scorer)
@@ -38,7 +60,7 @@ func PlanInto(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer, p *Plan) bo
 
 // planSingle handles the common pod, one container on one card, without allocating: the slot
 // goes into p's inline storage. single is false when the pod is not of that shape.
-func planSingle(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer, p *Plan) (fits, single bool) {
+func (sc *shortcuts) planSingle(node *NodeInfo, req *gpumem.PodRequest, p *Plan) (fits, single bool) {
 	if len(req.Containers) != 1 || req.Containers[0].GPUs != 1 {
 		return false, false
 	}
@@ -47,18 +69,17 @@ func planSingle(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer, p *Plan) 
 		return false, true
 	}
 	var best int
-	cp, picks := scorer.(CardPicker)
-	switch fo, ok := scorer.(FreeOrderer); {
-	case ok:
-		best = bestByFree(node, req, units, fo.EmptiestFirst())
-	case picks:
+	switch {
+	case sc.free != nil:
+		best = bestByFree(node, req, units, sc.free.EmptiestFirst())
+	case sc.picker != nil:
 		var known bool
-		if best, known = cp.PickedCard(node, units, req); !known {
-			best = bestByRank(node, req, units, scorer)
-			cp.CardPicked(node, units, req, best)
+		if best, known = sc.picker.PickedCard(node, units, req); !known {
+			best = bestByRank(node, req, units, sc.scorer)
+			sc.picker.CardPicked(node, units, req, best)
 		}
 	default:
-		best = bestByRank(node, req, units, scorer)
+		best = bestByRank(node, req, units, sc.scorer)
 	}
 	if best < 0 {
 		return false, true
