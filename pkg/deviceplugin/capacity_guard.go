@@ -83,7 +83,7 @@ func (p *Plugin) overCapacityLocked(pods []*v1.Pod, kv *kubeletView, ch *choice)
 func (p *Plugin) warnPod(ctx context.Context, pod *v1.Pod, reason, message string) {
 	logger := klog.FromContext(p.baseCtx(ctx))
 	go func() {
-		ectx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout) // outlives the Allocate
 		defer cancel()
 		now := metav1.Now()
 		ev := &v1.Event{

@@ -109,8 +109,8 @@ func (p *Plugin) registerUntil(ctx context.Context, restart <-chan string) strin
 	for failures := 0; ; {
 		err := p.register(ctx)
 		var retry <-chan time.Time
-		switch {
-		case err == nil:
+		switch err {
+		case nil:
 			logger.Info("Registered with kubelet", "resource", p.cfg.names.Resource, "socket", p.SocketPath())
 			failures, wait = 0, registerRetryMin
 		default:

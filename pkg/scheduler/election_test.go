@@ -107,7 +107,7 @@ func TestElectionReplacesADeadLeader(t *testing.T) {
 	client := fake.NewClientset()
 	cfg := fastElection("b")
 	dead := "dead"
-	secs := int32(cfg.LeaseDuration / time.Second)
+	secs := int32(1) // fastElection's LeaseDuration in whole seconds
 	now := metav1.NewMicroTime(time.Now())
 	if _, err := client.CoordinationV1().Leases(cfg.Namespace).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
