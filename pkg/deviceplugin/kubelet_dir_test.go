@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -22,12 +23,10 @@ import (
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
 )
 
-// TestRunWaitsForTheKubeletDir: a plugin that starts before kubelet created its device-plugin
-// directory waits for it and then registers, instead of exiting.
-func TestRunWaitsForTheKubeletDir(t *testing.T) {
-	logger, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	dir := filepath.Join(t.TempDir(), "device-plugins") // not there yet
+// runPlugin runs a plugin on one mocked GPU with its kubelet directory at dir; Run's result
+// arrives on the channel.
+func runPlugin(t *testing.T, ctx context.Context, logger klog.Logger, dir string) <-chan error {
+	t.Helper()
 	host, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 4 << 30})
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +39,16 @@ func TestRunWaitsForTheKubeletDir(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
+	return done
+}
+
+// TestRunWaitsForTheKubeletDir: a plugin that starts before kubelet created its device-plugin
+// directory waits for it and then registers, instead of exiting.
+func TestRunWaitsForTheKubeletDir(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	dir := filepath.Join(t.TempDir(), "device-plugins") // not there yet
+	done := runPlugin(t, ctx, logger, dir)
 	select { // the plugin must still be running while the directory is missing
 	case err := <-done:
 		t.Fatalf("Run() = %v while kubelet's directory is missing, want it to wait", err)
@@ -79,18 +88,7 @@ func TestRegistersSoonAfterKubeletListens(t *testing.T) {
 	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
 		t.Fatal(err)
 	}
-	host, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 4 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := k8sfake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}})
-	p, err := New(nvml.New(host), client, WithNodeName(testNode), WithKubeletDir(dir), WithLogger(logger),
-		WithPodSource(fake.ClientPods{Client: client, Node: testNode}), WithResolveWait(0), WithHealthCheck(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	done := runPlugin(t, ctx, logger, dir)
 	time.Sleep(6 * time.Second) // registrations are refused meanwhile; the old retry came at 5 s and 10 s
 	if err := syscall.Listen(fd, 16); err != nil {
 		t.Fatal(err)
