@@ -25,14 +25,14 @@ import (
 
 // runPlugin runs a plugin on one mocked GPU with its kubelet directory at dir; Run's result
 // arrives on the channel.
-func runPlugin(t *testing.T, ctx context.Context, logger klog.Logger, dir string) <-chan error {
+func runPlugin(t *testing.T, ctx context.Context, dir string) <-chan error {
 	t.Helper()
 	host, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 4 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := k8sfake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}})
-	p, err := New(nvml.New(host), client, WithNodeName(testNode), WithKubeletDir(dir), WithLogger(logger),
+	p, err := New(nvml.New(host), client, WithNodeName(testNode), WithKubeletDir(dir), WithLogger(klog.FromContext(ctx)),
 		WithPodSource(fake.ClientPods{Client: client, Node: testNode}), WithResolveWait(0), WithHealthCheck(false))
 	if err != nil {
 		t.Fatal(err)
@@ -45,10 +45,10 @@ func runPlugin(t *testing.T, ctx context.Context, logger klog.Logger, dir string
 // TestRunWaitsForTheKubeletDir: a plugin that starts before kubelet created its device-plugin
 // directory waits for it and then registers, instead of exiting.
 func TestRunWaitsForTheKubeletDir(t *testing.T) {
-	logger, ctx := ktesting.NewTestContext(t)
+	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	dir := filepath.Join(t.TempDir(), "device-plugins") // not there yet
-	done := runPlugin(t, ctx, logger, dir)
+	done := runPlugin(t, ctx, dir)
 	select { // the plugin must still be running while the directory is missing
 	case err := <-done:
 		t.Fatalf("Run() = %v while kubelet's directory is missing, want it to wait", err)
@@ -77,7 +77,7 @@ func TestRunWaitsForTheKubeletDir(t *testing.T) {
 // kubelet accepts connections on it; the plugin's retries are close enough that it registers
 // within about a second of kubelet listening (it waited a fixed 5 s before).
 func TestRegistersSoonAfterKubeletListens(t *testing.T) {
-	logger, ctx := ktesting.NewTestContext(t)
+	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "kubelet.sock")
@@ -88,7 +88,7 @@ func TestRegistersSoonAfterKubeletListens(t *testing.T) {
 	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
 		t.Fatal(err)
 	}
-	done := runPlugin(t, ctx, logger, dir)
+	done := runPlugin(t, ctx, dir)
 	time.Sleep(6 * time.Second) // registrations are refused meanwhile; the old retry came at 5 s and 10 s
 	if err := syscall.Listen(fd, 16); err != nil {
 		t.Fatal(err)
