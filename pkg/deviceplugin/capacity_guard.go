@@ -29,7 +29,7 @@ const eventTimeout = 5 * time.Second
 // admittedLocked reports whether pod holds GPU memory on the node already: the plugin handed
 // one of its containers devices, the kubelet shows devices for one, or it is marked assigned.
 // Caller holds p.tracker.mu.
-func (p *Plugin) admittedLocked(pod *v1.Pod, req []string, kv *kubeletView) bool {
+func (p *Plugin) admittedLocked(pod *v1.Pod, req *contract.PodRequest, kv *kubeletView) bool {
 	if pod.Annotations[contract.AnnotationAssigned] == "true" {
 		return true
 	}
@@ -39,8 +39,8 @@ func (p *Plugin) admittedLocked(pod *v1.Pod, req []string, kv *kubeletView) bool
 			return true
 		}
 	}
-	for _, name := range req {
-		if kv.hasDevices(nn, name) {
+	for _, c := range req.Containers {
+		if kv.hasDevices(nn, c.Name) {
 			return true
 		}
 	}
@@ -59,11 +59,7 @@ func (p *Plugin) overCapacityLocked(pods []*v1.Pod, kv *kubeletView, ch *choice)
 		if err != nil || !ok || req.Empty() {
 			continue
 		}
-		names := make([]string, len(req.Containers))
-		for i, c := range req.Containers {
-			names[i] = c.Name
-		}
-		if !p.admittedLocked(pod, names, kv) {
+		if !p.admittedLocked(pod, &req, kv) {
 			continue
 		}
 		for g, u := range alloc.PerGPU() {

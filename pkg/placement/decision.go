@@ -22,9 +22,8 @@ const assumeRetries = 3
 //	          the cards first                                     (bind, the simulator)
 //
 // Every step ranks and scores through the one Scorer the policy made for this pod. A Decision
-// is used by one goroutine; passes in parallel take one each (Fork).
+// is used by one goroutine; passes in parallel make one each.
 type Decision struct {
-	policy Policy
 	req    *gpumem.PodRequest
 	res    PodResources
 	scorer Scorer
@@ -34,11 +33,8 @@ type Decision struct {
 // NewDecision starts the placement of a pod that asks req of GPU memory and res of the rest.
 func NewDecision(policy Policy, req *gpumem.PodRequest, res PodResources) *Decision {
 	scorer := policy.ForPod(res)
-	return &Decision{policy: policy, req: req, res: res, scorer: scorer, plans: newShortcuts(scorer)}
+	return &Decision{req: req, res: res, scorer: scorer, plans: newShortcuts(scorer)}
 }
-
-// Fork returns a Decision for the same pod with a scorer of its own, for another goroutine.
-func (d *Decision) Fork() *Decision { return NewDecision(d.policy, d.req, d.res) }
 
 // Request is the pod's GPU-memory request.
 func (d *Decision) Request() *gpumem.PodRequest { return d.req }

@@ -15,14 +15,7 @@ import (
 // learn tells a learning policy about a pod the extender bound, once per pod: the caller is a
 // bind or settler of the pod under way (inflight), and only the first to see it bound teaches.
 func (e *Extender) learn(pod *v1.Pod, req *contract.PodRequest) {
-	if !req.Empty() && e.inflight.learnOnce(pod.UID) {
-		e.observe(pod, req)
-	}
-}
-
-// observe tells a learning policy about a pod the extender placed.
-func (e *Extender) observe(pod *v1.Pod, req *contract.PodRequest) {
-	if l, ok := e.policy.(placement.Learner); ok {
+	if l, ok := e.policy.(placement.Learner); ok && !req.Empty() && e.inflight.learnOnce(pod.UID) {
 		l.Observe(req, cache.PodResources(pod))
 	}
 }
