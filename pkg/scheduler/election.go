@@ -78,8 +78,12 @@ func NewElector(client kubernetes.Interface, cfg ElectionConfig) (*Elector, erro
 // Leading reports whether this replica leads now.
 func (e *Elector) Leading() bool { return e.leading.Load() }
 
-// Leader is the identity of the replica that leads, as last seen.
+// Leader is the identity of the replica that leads, as last seen. A replica that leads names
+// itself at once (client-go reports a new leader from a goroutine of its own, possibly later).
 func (e *Elector) Leader() string {
+	if e.leading.Load() {
+		return e.cfg.Identity
+	}
 	if l := e.leader.Load(); l != nil {
 		return *l
 	}
