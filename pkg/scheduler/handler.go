@@ -34,13 +34,13 @@ type Handler struct {
 func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Logger) http.Handler {
 	h := &Handler{ext: ext, ready: ready, maxBody: maxBody, logger: logger}
 	r := httprouter.New()
-	r.POST(Prefix+"/filter", h.filter)
-	r.POST(Prefix+"/prioritize", h.prioritize)
-	r.POST(Prefix+"/bind", h.bind)
-	r.POST(Prefix+"/preempt", h.preempt)
+	r.POST(Prefix+"/filter", h.whenSynced(h.filter))
+	r.POST(Prefix+"/prioritize", h.whenSynced(h.prioritize))
+	r.POST(Prefix+"/bind", h.whenSynced(h.bind))
+	r.POST(Prefix+"/preempt", h.whenSynced(h.preempt))
 	r.GET(Prefix+"/inspect", h.inspectAll)
 	r.GET(Prefix+"/inspect/:node", h.inspectNode)
-	r.GET(Prefix+"/debug/audit", h.audit)
+	r.GET(Prefix+"/debug/audit", h.whenSynced(h.audit))
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", h.readyz)
 	r.GET("/version", h.version)
@@ -52,6 +52,21 @@ func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Log
 		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s is not allowed on %s", req.Method, req.URL.Path))
 	})
 	return r
+}
+
+// ErrNotSynced answers every verb until the cache has synced with the API server: a cache that
+// has the nodes but not yet all their pods would see used cards as free.
+var ErrNotSynced = errors.New("the extender's cache has not synced with the API server yet; retry shortly")
+
+// whenSynced refuses a request with 503 until the cache has synced.
+func (h *Handler) whenSynced(handle httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if !h.ready() {
+			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: %w", r.URL.Path, ErrNotSynced))
+			return
+		}
+		handle(w, r, ps)
+	}
 }
 
 // decode reads a JSON body into v, answering 400 itself when it cannot.

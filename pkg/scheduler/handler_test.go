@@ -277,6 +277,18 @@ func TestHandlerRoutes(t *testing.T) {
 				Annotation(contract.AnnotationAssumeTime, "1700000000000000000").Placement(`{"0":{"0":4}}`).Obj(),
 		},
 		{
+			name: "filter before the cache synced is a 503", method: http.MethodPost, path: pre + "/filter", notReady: true,
+			body: filterArgs("n1", "n2"), wantStatus: http.StatusServiceUnavailable, wantType: jsonType,
+			want: errorBody{Error: pre + "/filter: " + ErrNotSynced.Error()},
+		},
+		{
+			name: "bind before the cache synced is a 503 and leaves the pod alone", method: http.MethodPost, path: pre + "/bind", notReady: true,
+			body:       mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "default", PodUID: "uid-p", Node: "n1"}),
+			wantStatus: http.StatusServiceUnavailable, wantType: jsonType,
+			want:    errorBody{Error: pre + "/bind: " + ErrNotSynced.Error()},
+			wantPod: pod,
+		},
+		{
 			name: "bind to a node where the pod does not fit answers the reason and leaves the pod alone", method: http.MethodPost, path: pre + "/bind",
 			body:       mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "default", PodUID: "uid-p", Node: "n2"}),
 			wantStatus: http.StatusOK, wantType: jsonType,

@@ -31,7 +31,7 @@ type env struct {
 func newEnv(t *testing.T, extenderFlags ...string) *env {
 	t.Helper()
 	e := newEnvWithoutScheduler(t, extenderFlags...)
-	if err := e.c.StartScheduler(e.ctx, e.ext.Host()); err != nil {
+	if err := e.c.StartScheduler(e.ext.Host()); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -36,7 +36,7 @@ func TestTwoReplicasLeaderKilledMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(front.Close)
-	if err := e.c.StartScheduler(e.ctx, front.Host); err != nil {
+	if err := e.c.StartScheduler(front.Host); err != nil {
 		t.Fatal(err)
 	}
 	leader, follower := e.ext, b

@@ -29,6 +29,9 @@ type Options struct {
 	Dir string
 	// Detach lets the processes outlive this program (the demo); stop them with Down.
 	Detach bool
+	// SchedulerConfig is the KubeSchedulerConfiguration file kube-scheduler runs with; empty means
+	// the shipped config/scheduler-config.yaml.
+	SchedulerConfig string
 	// Logf prints progress lines.
 	Logf func(format string, args ...any)
 }
@@ -46,6 +49,7 @@ type Cluster struct {
 
 	token   string
 	apiPort int
+	etcdURL string
 
 	mu    sync.Mutex
 	procs []*Proc // in start order

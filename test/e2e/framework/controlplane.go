@@ -30,7 +30,8 @@ func (c *Cluster) StartControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.startAPIServer(etcdURL); err != nil {
+	c.etcdURL = etcdURL
+	if err := c.startAPIServer(); err != nil {
 		return err
 	}
 	if err := c.waitAPIServer(ctx); err != nil {
@@ -66,26 +67,30 @@ func (c *Cluster) startEtcd() (string, error) {
 	return clientURL, err
 }
 
-func (c *Cluster) startAPIServer(etcdURL string) error {
+// startAPIServer starts kube-apiserver on c.etcdURL: the first time on a free port with new key
+// material, on a restart on the same port with the same keys (clients and tokens stay valid).
+func (c *Cluster) startAPIServer() error {
 	certs := filepath.Join(c.Dir, "certs")
 	if err := os.MkdirAll(certs, 0o700); err != nil {
 		return err
 	}
-	if err := writeServiceAccountKey(certs); err != nil {
-		return err
-	}
 	tokens := filepath.Join(certs, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(c.token+",admin,admin,system:masters\n"), 0o600); err != nil {
-		return err
+	if c.apiPort == 0 {
+		if err := writeServiceAccountKey(certs); err != nil {
+			return err
+		}
+		if err := os.WriteFile(tokens, []byte(c.token+",admin,admin,system:masters\n"), 0o600); err != nil {
+			return err
+		}
+		port, err := FreePort()
+		if err != nil {
+			return err
+		}
+		c.apiPort = port
 	}
-	port, err := FreePort()
-	if err != nil {
-		return err
-	}
-	c.apiPort = port
-	_, err = c.start("kube-apiserver", filepath.Join(c.Bin, "kube-apiserver"), []string{
-		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+	_, err := c.start("kube-apiserver", filepath.Join(c.Bin, "kube-apiserver"), []string{
+		"--etcd-servers=" + c.etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.apiPort),
 		// the endpoint reconciler refuses a loopback advertise address
 		"--endpoint-reconciler-type=none",
 		"--cert-dir=" + certs, "--token-auth-file=" + tokens, "--authorization-mode=RBAC",
@@ -98,6 +103,25 @@ func (c *Cluster) startAPIServer(etcdURL string) error {
 		"--allow-privileged=true", "--enable-priority-and-fairness=false", "--v=1",
 	})
 	return err
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL), waits down, then starts it again on the
+// same port and etcd and waits for /readyz: an API server crash as clients see it.
+func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	p := c.Proc("kube-apiserver")
+	if p == nil {
+		return fmt.Errorf("no kube-apiserver to restart")
+	}
+	p.Kill()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	if err := c.startAPIServer(); err != nil {
+		return err
+	}
+	return c.waitAPIServer(ctx)
 }
 
 // writeServiceAccountKey writes sa.key/sa.pub, the only key material kube-apiserver insists on

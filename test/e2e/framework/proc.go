@@ -97,6 +97,13 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
+// Pause stops the process (SIGSTOP) without ending it: it keeps its sockets but answers
+// nothing, as a hung or partitioned server does, until Resume.
+func (p *Proc) Pause() error { return syscall.Kill(p.pid, syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *Proc) Resume() error { return syscall.Kill(p.pid, syscall.SIGCONT) }
+
 // Tail returns the last n lines of the process's log.
 func (p *Proc) Tail(n int) string { return TailFile(p.LogPath, n) }
 

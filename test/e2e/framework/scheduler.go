@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -39,10 +38,15 @@ func SchedulerConfigPath(root string) string {
 
 // SchedulerConfig returns the project's KubeSchedulerConfiguration (config/scheduler-config.yaml,
 // or a built-in equivalent while that file does not exist) rewritten for this cluster: our
-// kubeconfig, no leader election, and every extender's urlPrefix pointed at extenderHost
-// (host:port) with its path kept. It also returns the first profile's schedulerName.
-func SchedulerConfig(root, kubeconfig, extenderHost string) ([]byte, string, error) {
-	raw, err := os.ReadFile(SchedulerConfigPath(root))
+// kubeconfig, leader election on only when asked (with kube-scheduler's default timings), and
+// every extender's urlPrefix pointed at extenderHost (host:port) with its path kept. It also
+// returns the first profile's schedulerName.
+func SchedulerConfig(root, kubeconfig, extenderHost string, leaderElect bool) ([]byte, string, error) {
+	return schedulerConfigFrom(SchedulerConfigPath(root), kubeconfig, extenderHost, leaderElect)
+}
+
+func schedulerConfigFrom(path, kubeconfig, extenderHost string, leaderElect bool) ([]byte, string, error) {
+	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		raw, err = []byte(fallbackSchedulerConfig), nil
 	}
@@ -54,7 +58,7 @@ func SchedulerConfig(root, kubeconfig, extenderHost string) ([]byte, string, err
 		return nil, "", err
 	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
-	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	cfg["leaderElection"] = map[string]any{"leaderElect": leaderElect}
 	exts, _ := cfg["extenders"].([]any)
 	if len(exts) == 0 {
 		return nil, "", fmt.Errorf("scheduler config has no extenders")
@@ -100,18 +104,29 @@ func findSchedulerConfig(raw []byte) (map[string]any, error) {
 }
 
 // StartScheduler starts kube-scheduler with the project's configuration pointed at the extender
-// on extenderHost (host:port).
-func (c *Cluster) StartScheduler(ctx context.Context, extenderHost string) error {
-	cfg, name, err := SchedulerConfig(c.Root, c.Kubeconfig, extenderHost)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(c.Dir, "scheduler-config.yaml")
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
-		return err
-	}
-	c.SchedulerName = name
-	_, err = c.start("kube-scheduler", filepath.Join(c.Bin, "kube-scheduler"),
-		[]string{"--config=" + path, "--secure-port=0", "--v=2"})
+// on extenderHost (host:port), without leader election.
+func (c *Cluster) StartScheduler(extenderHost string) error {
+	_, err := c.StartSchedulerAs("kube-scheduler", extenderHost, false)
 	return err
+}
+
+// StartSchedulerAs starts one of several kube-scheduler replicas: name names its process, log
+// and config; with leaderElect the replicas elect a leader on the Lease kube-system/kube-scheduler
+// as in a highly available control plane.
+func (c *Cluster) StartSchedulerAs(name, extenderHost string, leaderElect bool) (*Proc, error) {
+	file := c.Options.SchedulerConfig
+	if file == "" {
+		file = SchedulerConfigPath(c.Root)
+	}
+	cfg, schedName, err := schedulerConfigFrom(file, c.Kubeconfig, extenderHost, leaderElect)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(c.Dir, name+"-config.yaml")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		return nil, err
+	}
+	c.SchedulerName = schedName
+	return c.start(name, filepath.Join(c.Bin, "kube-scheduler"),
+		[]string{"--config=" + path, "--secure-port=0", "--v=2"})
 }

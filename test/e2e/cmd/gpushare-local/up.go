@@ -72,7 +72,7 @@ func start(ctx context.Context, c *framework.Cluster, cfg upConfig) error {
 		return err
 	}
 	logf("extender ready on %s", ext.URL())
-	if err := c.StartScheduler(ctx, ext.Host()); err != nil {
+	if err := c.StartScheduler(ext.Host()); err != nil {
 		return err
 	}
 	nodes := map[string][]contract.GPU{
