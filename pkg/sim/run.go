@@ -2,7 +2,10 @@ package sim
 
 import (
 	"errors"
+	"math/rand/v2"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/klog/v2"
 
@@ -41,27 +44,47 @@ func (r *Result) AllocAt(a int) float64 { return curveAt(r.Curve, a) }
 
 // Execute replays the run through a fresh production cache.
 func (r *Run) Execute() (*Result, error) {
-	start := time.Now()
-	rng := newRand(r.Seed)
 	names := contract.DefaultNames()
 	c := cache.New(names, klog.Background().V(10))
 	if err := newCluster(r.Nodes, &names, c); err != nil {
 		return nil, err
 	}
+	var p *placer
+	return r.replay(func(rng *rand.Rand) {
+		if o, ok := r.Policy.(placement.Oracle); ok {
+			o.Foresee(demands(r.Pods))
+		}
+		if s, ok := r.Policy.(placement.Seeded); ok {
+			s.Seed(rng.Uint64())
+		}
+		p = newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes)))
+	}, func(pod *v1.Pod) (bool, error) { return p.submit(pod, &names) })
+}
+
+// Submit places one pod of the sequence, or rejects it, and says which; an error ends the run.
+type Submit func(pod *v1.Pod) (placed bool, err error)
+
+// ExecuteOn replays the run's exact submission sequence (the pods Execute would submit, in
+// its order, as Kubernetes objects named alike) through submit, for instance a real
+// kube-scheduler, and measures the outcome as Execute does. r.Policy is not used.
+func (r *Run) ExecuteOn(submit Submit) (*Result, error) {
+	return r.replay(func(*rand.Rand) {}, submit)
+}
+
+// replay draws the workload from the run's seed, lets prepare draw from the same source, and
+// submits the pods in order.
+func (r *Run) replay(prepare func(*rand.Rand), submit Submit) (*Result, error) {
+	start := time.Now()
+	rng := newRand(r.Seed)
+	names := contract.DefaultNames()
 	capacity := capacityMilli(r.Nodes)
 	pods := Workload(r.Pods, int64(r.Inflate*float64(capacity)), rng)
-	if o, ok := r.Policy.(placement.Oracle); ok {
-		o.Foresee(demands(r.Pods))
-	}
-	if s, ok := r.Policy.(placement.Seeded); ok {
-		s.Seed(rng.Uint64())
-	}
-	p := newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes)))
+	prepare(rng)
 	curve := newCurveBuilder(capacity)
 	res := &Result{CapacityMilli: capacity}
 	var used, arrived int64
 	for i := range pods {
-		placed, err := p.submit(PodObject(&pods[i], i, &names), &names)
+		placed, err := submit(PodObject(&pods[i], i, &names))
 		if err != nil {
 			return nil, err
 		}

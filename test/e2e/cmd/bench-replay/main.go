@@ -1,0 +1,142 @@
+// Command bench-replay measures placement in production: it replays the simulator's exact
+// submission sequence of an openb trace (github.com/alibaba/clusterdata, cluster-trace-gpu-v2023)
+// through a real kube-apiserver and kube-scheduler running the shipped
+// config/scheduler-config.yaml with the gpushare extender, one pod at a time (each placed once or
+// rejected, the FGD paper's protocol), and compares the allocation with the simulator's for the
+// same trace, policy and seed. It prints a table; its last line is one JSON object.
+//
+//	bench-replay --trace-dir ../shared/traces/openb-2023 [--trace default] [--policy fgd-online] [--seed 42]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/gpushare/gpushare/pkg/placement/policies"
+	"github.com/gpushare/gpushare/pkg/sim"
+	"github.com/gpushare/gpushare/test/e2e/framework"
+)
+
+// options is the command line.
+type options struct {
+	traceDir, trace, policy string
+	seed                    int
+	inflate                 float64
+	dir                     string
+	schedulerConfig         string
+	extender                string
+}
+
+func main() {
+	registry := policies.NewRegistry()
+	o := options{trace: "default", policy: policies.Default, seed: 42, inflate: 1.3}
+	flag.StringVar(&o.traceDir, "trace-dir", o.traceDir, "folder of the openb CSVs (openb_node_list_gpu_node.csv, openb_pod_list_<trace>.csv)")
+	flag.StringVar(&o.trace, "trace", o.trace, "trace name: default, gpushare40, gpushare100, multigpu50, gpuspec33, ...")
+	flag.StringVar(&o.policy, "policy", o.policy, fmt.Sprintf("placement policy, one of %v", registry.Names()))
+	flag.IntVar(&o.seed, "seed", o.seed, "the simulator's seed: the submission sequence")
+	flag.Float64Var(&o.inflate, "inflate", o.inflate, "total GPU request submitted, as a multiple of GPU capacity")
+	flag.StringVar(&o.dir, "dir", "", "cluster folder (logs, data); default a temporary folder, removed at the end")
+	flag.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration to run kube-scheduler with (default: the shipped config/scheduler-config.yaml)")
+	flag.StringVar(&o.extender, "extender", "", "extender binary to run (default: built from this checkout)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, registry)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-replay:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[replay %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options, registry policies.Registry) error {
+	if o.traceDir == "" {
+		return fmt.Errorf("--trace-dir is required (the openb-2023 trace's folder)")
+	}
+	if _, err := registry.New(o.policy); err != nil {
+		return err
+	}
+	if o.seed < 0 || o.inflate <= 0 {
+		return fmt.Errorf("--seed must be non-negative and --inflate positive")
+	}
+	nodes, pods, err := sim.LoadTrace(filepath.Join(o.traceDir, "openb_node_list_gpu_node.csv"),
+		filepath.Join(o.traceDir, "openb_pod_list_"+o.trace+".csv"))
+	if err != nil {
+		return err
+	}
+	newRun := func() (*sim.Run, error) {
+		policy, err := registry.New(o.policy)
+		return &sim.Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: o.inflate, Seed: uint64(o.seed)}, err //nolint:gosec // G115: checked non-negative above
+	}
+	r, err := newRun()
+	if err != nil {
+		return err
+	}
+	simulated, err := r.Execute()
+	if err != nil {
+		return fmt.Errorf("simulator: %w", err)
+	}
+	logf("simulator: %d of %d pods placed, %.2f %% allocated at 100 %% arrived", simulated.Placed, simulated.Submitted, simulated.AllocAt(100))
+
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	bin, err := framework.EnsureBins(root)
+	if err != nil {
+		return err
+	}
+	dir := o.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "gpushare-replay-"); err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+	}
+	ext := o.extender
+	if ext == "" {
+		if ext, err = framework.BuildGpushare(root, dir, "extender"); err != nil {
+			return err
+		}
+	}
+	p, err := startProduction(ctx, framework.Options{Root: root, Bin: bin, Dir: filepath.Join(dir, "cluster"),
+		SchedulerConfig: o.schedulerConfig, Logf: logf}, ext, o.policy)
+	if err != nil {
+		return err
+	}
+	defer p.cluster.Stop()
+	if err := p.addNodes(ctx, nodes); err != nil {
+		return err
+	}
+	r, err = newRun()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	produced, err := r.ExecuteOn(p.submitter(ctx))
+	if err != nil {
+		return fmt.Errorf("production: %w", err)
+	}
+	elapsed := time.Since(start)
+	inv, err := p.check(ctx)
+	if err != nil {
+		return err
+	}
+	rep := newReport(o, simulated, produced, p.latencies, elapsed, inv)
+	if err := rep.write(os.Stdout); err != nil {
+		return err
+	}
+	if !inv.ok() {
+		return fmt.Errorf("invariant check failed: %s", inv)
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/sim"
+	"github.com/gpushare/gpushare/test/e2e/framework"
+)
+
+// namespace is where the replayed pods run (sim.PodObject's namespace).
+const namespace = "openb"
+
+// decideTimeout is how long one pod may take to be bound or found unschedulable.
+const decideTimeout = 60 * time.Second
+
+// production is the real control plane the trace is replayed on.
+type production struct {
+	cluster *framework.Cluster
+	ext     *framework.Extender
+	names   contract.Names
+	watch   *outcomes
+	// latencies are create→bound times of the placed pods, in order.
+	latencies []time.Duration
+}
+
+// startProduction starts etcd, kube-apiserver, the extender with policy and kube-scheduler with
+// the shipped configuration, and watches the replayed pods.
+func startProduction(ctx context.Context, opts framework.Options, extBin, policy string) (*production, error) {
+	c, err := framework.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &production{cluster: c, names: contract.DefaultNames()}
+	if err := p.start(ctx, extBin, policy); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *production) start(ctx context.Context, extBin, policy string) error {
+	c := p.cluster
+	if err := c.StartControlPlane(ctx); err != nil {
+		return err
+	}
+	if err := p.createNamespace(ctx); err != nil {
+		return err
+	}
+	ext, err := c.StartExtender(ctx, extBin, 0, "--policy="+policy, "--v=1")
+	if err != nil {
+		return err
+	}
+	p.ext = ext
+	if err := c.StartScheduler(ext.Host()); err != nil {
+		return err
+	}
+	p.watch = newOutcomes()
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(namespace))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.watch.observe(obj) },
+		UpdateFunc: func(_, obj any) { p.watch.observe(obj) },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("pod informer did not sync")
+	}
+	return nil
+}
+
+// createNamespace creates the pods' namespace and its default ServiceAccount (no
+// kube-controller-manager runs here).
+func (p *production) createNamespace(ctx context.Context) error {
+	cs := p.cluster.Client
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: namespace}}
+	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ServiceAccount: %w", err)
+	}
+	return nil
+}
+
+// addNodes creates the trace's nodes as the share-plugin publishes them (sim.NodeObject: the
+// GPU inventory annotation, 1,000 units per card) with their CPU, memory, gpu-mem and gpu-count
+// allocatable, Ready, 16 at a time; then waits until the extender's cache holds them all.
+func (p *production) addNodes(ctx context.Context, nodes []sim.Node) error {
+	t0 := time.Now()
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, len(nodes))
+	for i := range nodes {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs <- p.addNode(ctx, &nodes[i])
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	if err := framework.WaitFor(ctx, 250*time.Millisecond, "extender cache to hold every node", func() (bool, error) {
+		var inv struct {
+			Nodes []json.RawMessage `json:"nodes"`
+		}
+		err := framework.GetJSON(ctx, p.ext.URL()+framework.ExtenderPrefix+"/inspect", &inv)
+		return err == nil && len(inv.Nodes) == len(nodes), err
+	}); err != nil {
+		return err
+	}
+	logf("%d nodes created and cached in %.1f s", len(nodes), time.Since(t0).Seconds())
+	return nil
+}
+
+func (p *production) addNode(ctx context.Context, n *sim.Node) error {
+	cs := p.cluster.Client
+	node, err := sim.NodeObject(n, &p.names)
+	if err != nil {
+		return err
+	}
+	status := node.Status
+	node.Status = v1.NodeStatus{}
+	node.Labels = map[string]string{"kubernetes.io/hostname": node.Name}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", node.Name, err)
+	}
+	status.Allocatable[v1.ResourcePods] = *resource.NewQuantity(1000, resource.DecimalSI)
+	status.Allocatable[p.names.Resource] = *resource.NewQuantity(int64(n.GPUs)*sim.MilliPerGPU, resource.DecimalSI)
+	status.Allocatable[p.names.Count] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
+	status.Capacity = status.Allocatable
+	status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "Replay",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	raw, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, raw, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("patch status of node %s: %w", node.Name, err)
+	}
+	return p.cluster.RemoveNotReadyTaint(ctx, node.Name)
+}
+
+// submitter creates each pod of the sequence and waits until kube-scheduler has bound it or
+// found it unschedulable; an unschedulable pod is deleted at once, so that it is never placed
+// later (each pod is placed once or rejected).
+func (p *production) submitter(ctx context.Context) sim.Submit {
+	cs := p.cluster.Client
+	return func(pod *v1.Pod) (bool, error) {
+		pod = pod.DeepCopy()
+		pod.UID = ""
+		pod.Spec.SchedulerName = p.cluster.SchedulerName
+		pod.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
+		decided := p.watch.expect(pod.Name)
+		t0 := time.Now()
+		if _, err := cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return false, fmt.Errorf("create pod %s: %w", pod.Name, err)
+		}
+		select {
+		case placed := <-decided:
+			if placed {
+				p.latencies = append(p.latencies, time.Since(t0))
+				return true, nil
+			}
+			zero := int64(0)
+			if err := cs.CoreV1().Pods(namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				return false, fmt.Errorf("delete rejected pod %s: %w", pod.Name, err)
+			}
+			return false, nil
+		case <-time.After(decideTimeout):
+			return false, fmt.Errorf("pod %s neither bound nor found unschedulable within %v", pod.Name, decideTimeout)
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+// outcomes tells each waiting submission whether its pod was bound (true) or found
+// unschedulable (false), from the pod informer.
+type outcomes struct {
+	mu      sync.Mutex
+	waiting map[string]chan bool
+}
+
+func newOutcomes() *outcomes { return &outcomes{waiting: map[string]chan bool{}} }
+
+// expect registers a pod before it is created.
+func (o *outcomes) expect(name string) <-chan bool {
+	ch := make(chan bool, 1)
+	o.mu.Lock()
+	o.waiting[name] = ch
+	o.mu.Unlock()
+	return ch
+}
+
+func (o *outcomes) observe(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	var placed bool
+	switch {
+	case pod.Spec.NodeName != "":
+		placed = true
+	case unschedulable(pod):
+		placed = false
+	default:
+		return
+	}
+	o.mu.Lock()
+	ch, ok := o.waiting[pod.Name]
+	delete(o.waiting, pod.Name)
+	o.mu.Unlock()
+	if ok {
+		ch <- placed
+	}
+}
+
+func unschedulable(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// invariants is the end-of-run check.
+type invariants struct {
+	// Overcommitted lists the cards whose pods, by their annotations, hold more than the card.
+	Overcommitted []string
+	// Unannotated counts bound gpu-mem pods without a placement.
+	Unannotated int
+	// Differences are the extender's audit findings (cache against the API server).
+	Differences []string
+}
+
+func (i invariants) ok() bool {
+	return len(i.Overcommitted) == 0 && i.Unannotated == 0 && len(i.Differences) == 0
+}
+
+func (i invariants) String() string {
+	return fmt.Sprintf("%d cards over capacity %v, %d bound GPU pods without a placement, %d differences between cache and API %v",
+		len(i.Overcommitted), i.Overcommitted, i.Unannotated, len(i.Differences), i.Differences)
+}
+
+// check computes the invariants from the API server's pods and nodes, and asks the extender's
+// audit for the differences between its cache and the API server.
+func (p *production) check(ctx context.Context) (invariants, error) {
+	var inv invariants
+	cs := p.cluster.Client
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return inv, err
+	}
+	capacity := map[string]int64{}
+	for i := range nodes.Items {
+		gpus, err := contract.DecodeGPUs(nodes.Items[i].Annotations[p.names.NodeGPUsAnnotation])
+		if err != nil {
+			return inv, fmt.Errorf("node %s: %w", nodes.Items[i].Name, err)
+		}
+		for _, g := range gpus {
+			capacity[nodes.Items[i].Name+"/"+strconv.Itoa(g.Index)] = g.Units
+		}
+	}
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return inv, err
+	}
+	used := map[string]int64{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		req, err := contract.ParseRequest(pod, &p.names)
+		if err != nil {
+			return inv, fmt.Errorf("pod %s: %w", pod.Name, err)
+		}
+		if pod.Spec.NodeName == "" || len(req.Containers) == 0 {
+			continue
+		}
+		alloc, ok, err := contract.AllocationFromPod(pod, &req)
+		if err != nil || !ok {
+			inv.Unannotated++
+			continue
+		}
+		for g, u := range alloc.PerGPU() {
+			used[pod.Spec.NodeName+"/"+strconv.Itoa(g)] += u
+		}
+	}
+	for card, u := range used {
+		if c, ok := capacity[card]; !ok || u > c {
+			inv.Overcommitted = append(inv.Overcommitted, fmt.Sprintf("%s: %d of %d", card, u, c))
+		}
+	}
+	var audit struct {
+		Overcommitted []string `json:"overcommitted"`
+		Differences   []string `json:"differences"`
+	}
+	if err := framework.GetJSON(ctx, p.ext.URL()+framework.ExtenderPrefix+"/debug/audit", &audit); err != nil {
+		return inv, fmt.Errorf("extender audit: %w", err)
+	}
+	inv.Differences = audit.Differences
+	inv.Overcommitted = append(inv.Overcommitted, audit.Overcommitted...)
+	return inv, nil
+}

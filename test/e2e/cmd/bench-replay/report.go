@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpushare/gpushare/pkg/sim"
+)
+
+// allocation is a run's allocation at 100 % and 130 % of capacity arrived.
+type allocation struct {
+	AllocAt100 float64 `json:"alloc_at_100"`
+	AllocAt130 float64 `json:"alloc_at_130"`
+}
+
+// productionResult is allocation plus what the real control plane took.
+type productionResult struct {
+	allocation
+	Placed   int     `json:"placed"`
+	Rejected int     `json:"rejected"`
+	PodsPerS float64 `json:"pods_per_s"`
+	P99Ms    float64 `json:"p99_ms"`
+}
+
+// report is the JSON object on the last line.
+type report struct {
+	Trace              string           `json:"trace"`
+	Policy             string           `json:"policy"`
+	Seed               int              `json:"seed"`
+	Simulator          allocation       `json:"simulator"`
+	Production         productionResult `json:"production"`
+	OvercommittedCards int              `json:"overcommitted_cards"`
+}
+
+func newReport(o options, simulated, produced *sim.Result, latencies []time.Duration, elapsed time.Duration, inv invariants) report {
+	return report{
+		Trace: o.trace, Policy: o.policy, Seed: o.seed,
+		Simulator: allocationOf(simulated),
+		Production: productionResult{
+			allocation: allocationOf(produced),
+			Placed:     produced.Placed, Rejected: produced.Submitted - produced.Placed,
+			PodsPerS: round2(float64(produced.Submitted) / elapsed.Seconds()),
+			P99Ms:    round2(float64(percentile(latencies, 0.99).Microseconds()) / 1000),
+		},
+		OvercommittedCards: len(inv.Overcommitted),
+	}
+}
+
+func allocationOf(r *sim.Result) allocation {
+	return allocation{AllocAt100: round2(r.AllocAt(100)), AllocAt130: round2(r.AllocAt(130))}
+}
+
+// percentile is the q-quantile of ds (nearest rank), 0 when empty.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// write prints the table, then the JSON line.
+func (r report) write(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "trace %s, policy %s, seed %d\n", r.Trace, r.Policy, r.Seed)
+	fmt.Fprintln(tw, "\talloc % at 100 % arrived\talloc % at 130 % arrived\tplaced\trejected\tpods/s\tcreate→bound p99")
+	fmt.Fprintf(tw, "simulator\t%.2f\t%.2f\t\t\t\t\n", r.Simulator.AllocAt100, r.Simulator.AllocAt130)
+	p := r.Production
+	fmt.Fprintf(tw, "production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
+		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
+	fmt.Fprintf(tw, "cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", raw)
+	return err
+}
