@@ -2,14 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -21,11 +19,13 @@ import (
 // ErrAlreadyBound: the pod is bound to another node than the one asked.
 var ErrAlreadyBound = errors.New("pod is already bound to another node")
 
-// Bind chooses the pod's GPU(s) on the node, charges them in the cache, writes the placement
-// annotations with a Patch and then creates the Binding. A failure that proves the pod unbound
-// rolls the charge and the annotations back; a Binding failure with an unknown outcome keeps
-// the charge and settles it in the background (settle.go). A pod already bound to the node, or
-// already assumed there, keeps its placement.
+// Bind chooses the pod's GPU(s) on the node, charges them in the cache and creates the Binding
+// with the placement annotations on it: the API server copies a Binding's annotations onto the
+// pod in the same update that sets spec.nodeName, so a pod is never bound without its placement
+// nor annotated without being bound, and one API call binds it. A failure that proves the pod
+// unbound releases the charge; a Binding failure with an unknown outcome keeps the charge and
+// settles it in the background (settle.go). A pod already bound to the node, or already assumed
+// there, keeps its placement.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	logger := klog.FromContext(ctx)
 	if !e.Leading() {
@@ -52,19 +52,20 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 			e.inflight.end(pod.UID)
 		}
 	}()
+	var ann map[string]string
 	if !req.Empty() {
-		if err := e.place(ctx, pod, &req, args.Node); err != nil {
+		if ann, err = e.place(ctx, pod, &req, args.Node); err != nil {
 			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
 		}
 	}
-	if err := e.bindPod(ctx, pod, args.Node); err != nil {
+	if err := e.bindPod(ctx, pod, args.Node, ann); err != nil {
 		switch {
 		case req.Empty(): // nothing charged: kube-scheduler's retry settles it
 		case provesUnbound(err):
-			e.release(logger, pod, &req)
+			e.cache.ForgetPod(pod.UID)
 		default:
 			settling = true
-			e.settle(logger, pod, &req, args.Node)
+			e.settle(logger, pod, &req, args.Node, ann)
 			return fmt.Errorf("%w (outcome unknown: the pod keeps its GPU memory on %s until the API server tells)", err, args.Node)
 		}
 		return err
@@ -74,28 +75,20 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	return nil
 }
 
-// place charges the pod's GPU(s) on node and writes the placement annotations. When the patch
-// fails the charge goes (no Binding was created, so the pod is unbound), and annotations the
-// patch may have written after all are removed in the background.
-func (e *Extender) place(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, node string) error {
+// place charges the pod's GPU(s) on node and returns the placement annotations for its
+// Binding. When they cannot be made the charge goes.
+func (e *Extender) place(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, node string) (map[string]string, error) {
 	alloc, err := e.assume(pod, req, node)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := e.annotate(ctx, pod, req, node, alloc); err != nil {
+	ann, err := e.placementAnnotations(req, node, alloc)
+	if err != nil {
 		e.cache.ForgetPod(pod.UID)
-		if !provesUnbound(err) {
-			logger := klog.FromContext(ctx)
-			e.inflight.wg.Add(1)
-			go func() {
-				defer e.inflight.wg.Done()
-				e.clearAnnotations(logger, pod)
-			}()
-		}
-		return err
+		return nil, err
 	}
 	klog.FromContext(ctx).V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", node, "allocation", alloc)
-	return nil
+	return ann, nil
 }
 
 // alreadyBound makes a retried bind idempotent: success when the pod is on node, an error
@@ -136,43 +129,24 @@ func (e *Extender) assume(pod *v1.Pod, req *contract.PodRequest, nodeName string
 	return d.Assume(c, e.cache.Node, charge, e.names.UnitLabel())
 }
 
-// annotate writes the contract's placement annotations with a merge patch.
-func (e *Extender) annotate(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, nodeName string, alloc contract.Allocation) error {
+// placementAnnotations are the contract's annotations for alloc on node.
+func (e *Extender) placementAnnotations(req *contract.PodRequest, nodeName string, alloc contract.Allocation) (map[string]string, error) {
 	node, ok := e.cache.Node(nodeName)
 	if !ok {
-		return fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
+		return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
 	}
 	gpuUnits := map[int]int64{}
 	for _, g := range node.GPUs {
 		gpuUnits[g.Index] = g.Capacity
 	}
-	ann, err := contract.PlacementAnnotations(alloc, req, gpuUnits, e.now())
-	if err != nil {
-		return err
-	}
-	set := make(map[string]*string, len(ann))
-	for k, v := range ann {
-		set[k] = &v
-	}
-	return e.patchAnnotations(ctx, pod, set)
+	return contract.PlacementAnnotations(alloc, req, gpuUnits, e.now())
 }
 
-func (e *Extender) patchAnnotations(ctx context.Context, pod *v1.Pod, ann map[string]*string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann, "uid": pod.UID}})
-	if err != nil {
-		return fmt.Errorf("encode annotation patch: %w", err)
-	}
-	if _, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("patch annotations: %w", err)
-	}
-	return nil
-}
-
-// bindPod creates the Binding. A conflict because the pod got bound to this very node by an
-// earlier attempt counts as success.
-func (e *Extender) bindPod(ctx context.Context, pod *v1.Pod, node string) error {
+// bindPod creates the Binding, carrying ann for the API server to copy onto the pod. A conflict
+// because the pod got bound to this very node by an earlier attempt counts as success.
+func (e *Extender) bindPod(ctx context.Context, pod *v1.Pod, node string, ann map[string]string) error {
 	b := &v1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
 		Target:     v1.ObjectReference{Kind: "Node", Name: node},
 	}
 	err := e.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})

@@ -59,7 +59,7 @@ func newEnvWith(t *testing.T, policy placement.Policy, nodes []*v1.Node, pods ..
 
 // fastSettle settles unknown bind outcomes quickly, for tests.
 var fastSettle = scheduler.SettleOptions{FirstRetry: time.Millisecond, MaxRetry: 5 * time.Millisecond,
-	Timeout: 300 * time.Millisecond, CleanupTimeout: time.Second}
+	Timeout: 300 * time.Millisecond}
 
 // newPolicy builds the named policy.
 func newPolicy(t *testing.T, name string) placement.Policy {
@@ -71,8 +71,9 @@ func newPolicy(t *testing.T, name string) placement.Policy {
 	return p
 }
 
-// bindingReactor makes the fake clientset's Bind set spec.nodeName, as the API server does,
-// and refuse a second binding with a Conflict.
+// bindingReactor makes the fake clientset's Bind set spec.nodeName and copy the Binding's
+// annotations onto the pod in one update, as the API server does, and refuse a second binding
+// with a Conflict.
 func bindingReactor(client *fake.Clientset) k8stesting.ReactionFunc {
 	return func(action k8stesting.Action) (bool, runtime.Object, error) {
 		ca, ok := action.(k8stesting.CreateAction)
@@ -90,7 +91,18 @@ func bindingReactor(client *fake.Clientset) k8stesting.ReactionFunc {
 			return true, nil, conflict(pod)
 		}
 		pod.Spec.NodeName = b.Target.Name
+		copyAnnotations(pod, b)
 		return true, b, pods.Update(v1.SchemeGroupVersion.WithResource("pods"), pod, b.Namespace)
+	}
+}
+
+// copyAnnotations copies a Binding's annotations onto its pod, as the binding subresource does.
+func copyAnnotations(pod *v1.Pod, b *v1.Binding) {
+	if len(b.Annotations) > 0 && pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	for k, v := range b.Annotations {
+		pod.Annotations[k] = v
 	}
 }
 

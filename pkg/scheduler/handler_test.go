@@ -40,7 +40,8 @@ const testBodyLimit = 16 << 10
 func fixedNow() time.Time { return time.Unix(1700000000, 0) }
 
 // fakeAPIWithBinding returns a fake clientset holding objs whose pods/binding subresource
-// behaves like the API server's: it sets spec.nodeName, and answers 409 Conflict for a pod
+// behaves like the API server's: it sets spec.nodeName and copies the Binding's annotations onto
+// the pod in one update, and answers 409 Conflict for a pod
 // that is already bound or whose UID differs from the Binding's. (The plain fake only records
 // the action and leaves the pod unbound.)
 func fakeAPIWithBinding(objs ...runtime.Object) *fake.Clientset {
@@ -68,6 +69,12 @@ func fakeAPIWithBinding(objs ...runtime.Object) *fake.Clientset {
 			return true, nil, apierrors.NewConflict(gr, b.Name, fmt.Errorf("pod %s is already assigned to node %q", b.Name, pod.Spec.NodeName))
 		}
 		pod.Spec.NodeName = b.Target.Name
+		if len(b.Annotations) > 0 && pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		for k, v := range b.Annotations {
+			pod.Annotations[k] = v
+		}
 		return true, nil, api.Tracker().Update(gvr, pod, b.Namespace)
 	})
 	return api

@@ -19,9 +19,9 @@ import (
 // refused or reset connection or a 5xx answer says nothing about what the API server did. The
 // extender then keeps the pod's charge and settles the outcome in the background, with a
 // context of its own: it creates the Binding again until the API server answers for sure. Only
-// a pod the API server shows unbound (a definite refusal) is released. Clean-ups (the charge and
-// the placement annotations) never use the request's context, which kube-scheduler may have
-// cancelled.
+// a pod the API server shows unbound (a definite refusal) is released. Settling never uses the
+// request's context, which kube-scheduler may have cancelled. The placement annotations travel
+// on the Binding, so there are never annotations to clean up.
 
 // SettleOptions bound the settling of unknown outcomes.
 type SettleOptions struct {
@@ -30,21 +30,18 @@ type SettleOptions struct {
 	// Timeout ends settling; a pod still unsettled then keeps its charge until the informer
 	// reports it bound or deleted, or a later bind finds it unbound.
 	Timeout time.Duration
-	// CleanupTimeout bounds one clean-up call (removing the placement annotations).
-	CleanupTimeout time.Duration
 }
 
 // DefaultSettleOptions: retries from 200 ms to 5 s for 2 minutes, longer than kube-apiserver's
 // default request timeout (60 s), so that a Binding still in flight on the server has ended.
 func DefaultSettleOptions() SettleOptions {
-	return SettleOptions{FirstRetry: 200 * time.Millisecond, MaxRetry: 5 * time.Second, Timeout: 2 * time.Minute,
-		CleanupTimeout: 10 * time.Second}
+	return SettleOptions{FirstRetry: 200 * time.Millisecond, MaxRetry: 5 * time.Second, Timeout: 2 * time.Minute}
 }
 
 // WithSettleOptions sets how unknown bind outcomes are settled.
 func WithSettleOptions(o SettleOptions) Option { return func(e *Extender) { e.settleOpts = o } }
 
-// provesUnbound reports whether err, from creating a Binding or patching a pod, proves that the
+// provesUnbound reports whether err, from creating a Binding, proves that the
 // API server did not apply the request: an API status with a 4xx code other than 408 (the
 // server refused it). Anything else may hide a request that was applied.
 func provesUnbound(err error) bool {
@@ -126,9 +123,10 @@ func (e *Extender) WaitSettled(ctx context.Context) {
 // settle finishes, in the background, a bind whose Binding call failed with an unknown outcome.
 // The pod's charge stays while it creates the Binding again (a Binding that had landed answers
 // Conflict, which bindPod takes as success): bound, it keeps the charge for the informer to
-// confirm and learns the pod; refused for sure, it releases the charge and the annotations;
-// gone, it forgets it. The caller has called inflight.begin for the pod; settle ends it.
-func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequest, node string) {
+// confirm and learns the pod; refused for sure, it releases the charge; gone, it forgets it.
+// ann are the placement annotations of the first Binding, sent again unchanged. The caller has
+// called inflight.begin for the pod; settle ends it.
+func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequest, node string, ann map[string]string) {
 	e.metrics.unsettled.Add(1)
 	e.inflight.wg.Add(1)
 	go func() {
@@ -139,7 +137,7 @@ func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequ
 		logger = logger.WithValues("pod", klog.KObj(pod), "node", node)
 		delay := e.settleOpts.FirstRetry
 		for attempt := 1; ; attempt++ {
-			err := e.bindPod(ctx, pod, node)
+			err := e.bindPod(ctx, pod, node, ann)
 			switch {
 			case err == nil:
 				logger.Info("Bind with an unknown outcome settled: the pod is bound", "attempts", attempt)
@@ -153,7 +151,7 @@ func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequ
 				return
 			case provesUnbound(err):
 				logger.Info("Bind with an unknown outcome settled: the API server refused it; releasing the pod's charge", "attempts", attempt, "err", err)
-				e.release(logger, pod, req)
+				e.cache.ForgetPod(pod.UID)
 				e.metrics.settledReleased.Add(1)
 				return
 			}
@@ -166,36 +164,4 @@ func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequ
 			delay = min(2*delay, e.settleOpts.MaxRetry)
 		}
 	}()
-}
-
-// release undoes a bind that did not happen: the cache charge, then the placement annotations
-// (with a context of its own, retried when the outcome of the clean-up is unknown).
-func (e *Extender) release(logger klog.Logger, pod *v1.Pod, req *contract.PodRequest) {
-	e.cache.ForgetPod(pod.UID)
-	if !req.Empty() {
-		e.clearAnnotations(logger, pod)
-	}
-}
-
-// clearAnnotations removes the placement annotations from pod, each try with its own timeout,
-// three tries at most.
-func (e *Extender) clearAnnotations(logger klog.Logger, pod *v1.Pod) {
-	clear := map[string]*string{}
-	for _, k := range []string{contract.AnnotationIndex, contract.AnnotationPod, contract.AnnotationDev,
-		contract.AnnotationAssigned, contract.AnnotationAssumeTime, contract.AnnotationAllocation} {
-		clear[k] = nil
-	}
-	var err error
-	for try := range 3 {
-		if try > 0 {
-			time.Sleep(e.settleOpts.FirstRetry)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), e.settleOpts.CleanupTimeout)
-		err = e.patchAnnotations(ctx, pod, clear)
-		cancel()
-		if err == nil || apierrors.IsNotFound(err) || provesUnbound(err) {
-			return
-		}
-	}
-	logger.Info("Could not remove placement annotations after a failed bind", "pod", klog.KObj(pod), "err", err)
 }
