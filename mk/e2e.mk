@@ -31,3 +31,13 @@ verify: verify-e2e
 lint-e2e: $(GOLANGCI_LINT) ## golangci-lint over the e2e module (with the root .golangci.yml).
 	cd test/e2e && GOFLAGS=-trimpath $(GOLANGCI_LINT) run ./...
 lint: lint-e2e
+
+# bench-replay: the placement users get, through the real kube-scheduler (docs/placement.md).
+TRACE     ?= default
+POLICY    ?= fgd-online
+SEED      ?= 42
+TRACE_DIR ?= ../shared/traces/openb-2023
+
+.PHONY: bench-replay
+bench-replay: e2e-bins ## Replay an openb trace through real kube-scheduler + extender: TRACE_DIR= TRACE= POLICY= SEED= (table, then one JSON line).
+	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-replay --trace-dir "$(abspath $(TRACE_DIR))" --trace "$(TRACE)" --policy "$(POLICY)" --seed "$(SEED)" $(REPLAY_FLAGS)

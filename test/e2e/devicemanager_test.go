@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,5 +264,127 @@ func (e *env) waitCapacity(m *devicemanager.ManagerImpl, units int64) {
 	})
 	if err != nil {
 		e.t.Fatalf("plugin never registered its %d units with the device manager: %v", units, err)
+	}
+}
+
+// remove drops a pod the kubelet refused at admission from its pod list.
+func (a *admitted) remove(p *v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.pods {
+		if a.pods[i].UID == p.UID {
+			a.pods = append(a.pods[:i], a.pods[i+1:]...)
+			return
+		}
+	}
+}
+
+// TestKubeletDeviceManagerRefusesBadPlacements: pods bound past the extender reach the real
+// device manager's Allocate: one without a placement, one whose placement names a GPU the node
+// does not have, one whose placement would put a card over capacity. Each fails its own
+// admission (the over-capacity one with a Warning Event), none takes another pod's card, and a
+// pod of the same size admitted after them gets its own card.
+func TestKubeletDeviceManagerRefusesBadPlacements(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("\n" + banner + "\nSKIP TestKubeletDeviceManagerRefusesBadPlacements: the device manager's socket folder " +
+			framework.DevicePluginDir + " needs root\n" + banner)
+	}
+	if _, err := os.Stat(framework.DevicePluginDir); err == nil {
+		t.Fatalf("%s exists: another kubelet or device-manager test is running (or left it behind)", framework.DevicePluginDir)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(framework.DevicePluginDir) })
+	e := newEnv(t)
+	const node = "dm-node"
+	mock := mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30}
+	cards := map[string][]contract.GPU{node: mockCards(t, mock)}
+	e.nodes(cards)
+	kubelet := e.startDeviceManager()
+	e.startPlugin(node, mock, kubelet)
+	e.waitCapacity(kubelet.m, 32)
+
+	for i := range 5 {
+		e.create(e.gpuPod(fmt.Sprintf("good-%d", i), 4))
+	}
+	e.waitAllBound(5, time.Minute)
+	good := map[string]*v1.Pod{}
+	for i := range 5 {
+		good[fmt.Sprintf("good-%d", i)] = e.waitBound(fmt.Sprintf("good-%d", i), time.Second)
+	}
+	used := map[int]int64{}
+	for i := range 4 {
+		e.admitOK(kubelet, cards[node], good[fmt.Sprintf("good-%d", i)])
+		idx, _ := strconv.Atoi(good[fmt.Sprintf("good-%d", i)].Annotations[contract.AnnotationIndex])
+		used[idx] += 4
+	}
+	busiest := 0
+	if used[1] > used[0] {
+		busiest = 1
+	}
+	rogue := func(name string, units int64, gpu int) *v1.Pod {
+		pod := e.gpuPod(name, units)
+		pod.Spec.NodeName = node // bound past the scheduler and the extender
+		if gpu >= 0 {
+			pod.Annotations = map[string]string{
+				contract.AnnotationIndex: strconv.Itoa(gpu), contract.AnnotationPod: strconv.FormatInt(units, 10),
+				contract.AnnotationDev: "16", contract.AnnotationAssigned: "false",
+				contract.AnnotationAssumeTime: strconv.FormatInt(time.Now().UnixNano(), 10),
+				contract.AnnotationAllocation: fmt.Sprintf(`{"0":{"%d":%d}}`, gpu, units),
+			}
+		}
+		created, err := e.c.Client.CoreV1().Pods("default").Create(e.ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created
+	}
+	for _, bad := range []*v1.Pod{
+		rogue("unplaced", 4, -1),
+		rogue("missing-gpu", 4, 7),
+		rogue("overfull", 16-used[busiest]+4, busiest),
+	} {
+		kubelet.add(bad)
+		err := kubelet.m.Allocate(e.ctx, bad, &bad.Spec.Containers[0], lifecycle.AddOperation)
+		kubelet.remove(bad)
+		if err == nil {
+			t.Errorf("%s was admitted", bad.Name)
+			continue
+		}
+		t.Logf("%s refused: %v", bad.Name, err)
+	}
+	if err := poll(e.ctx, 10*time.Second, func() (bool, error) {
+		return strings.Contains(e.events("overfull"), "GPUShareAllocateFailed"), nil
+	}); err != nil {
+		t.Errorf("no GPUShareAllocateFailed Event on the pod refused for capacity; events:\n%s", e.events("overfull"))
+	}
+	e.admitOK(kubelet, cards[node], good["good-4"])
+	for _, name := range []string{"unplaced", "missing-gpu", "overfull"} {
+		zero := int64(0)
+		if err := e.c.Client.CoreV1().Pods("default").Delete(e.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitAllAssigned()
+	e.checkConsistent(cards)
+}
+
+// admitOK admits pod through the device manager and checks that its container got the card
+// its annotations name.
+func (e *env) admitOK(kubelet *admitted, cards []contract.GPU, pod *v1.Pod) {
+	e.t.Helper()
+	kubelet.add(pod)
+	c := &pod.Spec.Containers[0]
+	if err := kubelet.m.Allocate(e.ctx, pod, c, lifecycle.AddOperation); err != nil {
+		e.t.Fatalf("admit %s: %v", pod.Name, err)
+	}
+	opts, err := kubelet.m.GetDeviceRunContainerOptions(e.ctx, pod, c)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	idx, _ := strconv.Atoi(pod.Annotations[contract.AnnotationIndex])
+	want := uuidOf(e.t, cards, idx)
+	for _, kv := range opts.Envs {
+		if kv.Name == contract.EnvVisibleDevices && kv.Value != want {
+			e.t.Errorf("%s: env names %s, its annotations name GPU%d (%s)", pod.Name, kv.Value, idx, want)
+		}
 	}
 }
