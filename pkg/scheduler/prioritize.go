@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math"
 
 	"k8s.io/klog/v2"
@@ -13,10 +14,13 @@ import (
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// Prioritize scores the candidate nodes with the policy. The node(s) with the policy's best
-// score get MaxExtenderPriority, alone, so that the extender's coarse 0..10 range never ties
-// them with a slightly worse node; the others are scaled to 0..MaxExtenderPriority-1. Nodes
-// where the pod does not fit, and every node for a pod that asks no gpu-mem, get 0.
+// Prioritize scores the candidate nodes with the policy. One node alone gets
+// MaxExtenderPriority: the policy's best, and among equally good nodes the first in a fixed
+// order (TieOrder), so that kube-scheduler's own scores cannot choose among them (they spread
+// pods, which is what a packing policy avoids); the others are scaled to
+// 0..MaxExtenderPriority-1; nodes where the pod does not fit get 0. A pod without gpu-mem is
+// scored too (it reaches the extender when the scheduler configuration sends it every pod):
+// where its CPU goes decides which cards stay usable.
 func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	if args.Pod == nil {
 		return nil, fmt.Errorf("prioritize: request has no pod")
@@ -27,7 +31,7 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 		out[i].Host = n
 	}
 	req, err := contract.ParseRequest(args.Pod, &e.names)
-	if err != nil || req.Empty() {
+	if err != nil {
 		return out, nil // filter already reported the error
 	}
 	res := cache.PodResources(args.Pod)
@@ -50,14 +54,34 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 		}
 	}
 	scores := newScaler(lo, hi)
+	best := -1
 	for i := range out {
-		if fits[i] {
-			out[i].Score = scores.scale(raw[i])
+		if !fits[i] {
+			continue
 		}
+		out[i].Score = scores.scale(raw[i])
+		if out[i].Score == extenderv1.MaxExtenderPriority {
+			if best < 0 || TieOrder(names[i]) < TieOrder(names[best]) {
+				best = i
+			}
+			out[i].Score-- // the best of these gets it back below
+		}
+	}
+	if best >= 0 {
+		out[best].Score = extenderv1.MaxExtenderPriority
 	}
 	e.metrics.prioritizes.Add(1)
 	klog.FromContext(ctx).V(2).Info("Prioritized", "pod", klog.KObj(args.Pod), "policy", e.policy.Name(), "nodes", len(names))
 	return out, nil
+}
+
+// TieOrder is a node's place in the fixed order that breaks ties between equally good nodes
+// (lower first): a hash of its name, so that it is the same in every replica and after every
+// restart, and unrelated to node size or age.
+func TieOrder(node string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(node))
+	return h.Sum64()
 }
 
 // scaler maps the best score hi to MaxExtenderPriority and the rest of [lo, hi) to

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
 func TestPrioritize(t *testing.T) {
@@ -34,8 +36,11 @@ func TestPrioritize(t *testing.T) {
 		{name: "spread prefers the emptiest card", policy: "spread", pod: st.MakePod().GPUMem(4).Obj(),
 			want: extenderv1.HostPriorityList{{Host: "empty", Score: 10}, {Host: "half", Score: 0}, {Host: "full", Score: 0},
 				{Host: "quarter", Score: 5}, {Host: "ghost", Score: 0}}},
-		{name: "no gpu-mem scores nothing", policy: "binpack", pod: st.MakePod().Container().Obj(),
-			want: extenderv1.HostPriorityList{{Host: "empty"}, {Host: "half"}, {Host: "full"}, {Host: "quarter"}, {Host: "ghost"}}},
+		// Used 0, 8, 14, 4 of 16: a pod without gpu-mem is packed where the cards are fullest,
+		// so that its CPU strands no free card.
+		{name: "no gpu-mem goes to the fullest cards (binpack)", policy: "binpack", pod: st.MakePod().Container().Obj(),
+			want: extenderv1.HostPriorityList{{Host: "empty", Score: 0}, {Host: "half", Score: 5}, {Host: "full", Score: 10},
+				{Host: "quarter", Score: 3}, {Host: "ghost", Score: 0}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +58,46 @@ func TestPrioritize(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrioritizeTiesBrokenByTieOrder: among nodes the policy rates equally, exactly one gets
+// the top score, the first in TieOrder, whatever the order of the request.
+func TestPrioritizeTiesBrokenByTieOrder(t *testing.T) {
+	var nodes []*v1.Node
+	var names []string
+	for i := range 40 {
+		n := fmt.Sprintf("n%02d", i)
+		nodes = append(nodes, st.MakeNode(n).GPUs(16).Obj())
+		names = append(names, n)
+	}
+	first := names[0]
+	for _, n := range names {
+		if scheduler.TieOrder(n) < scheduler.TieOrder(first) {
+			first = n
+		}
+	}
+	e := newEnv(t, "binpack", nodes)
+	backward := slices.Clone(names)
+	slices.Reverse(backward)
+	for _, order := range [][]string{names, backward} {
+		got, err := e.ext.Prioritize(e.ctx, &extenderv1.ExtenderArgs{Pod: st.MakePod().GPUMem(4).Obj(), NodeNames: &order})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var top []string
+		for _, hp := range got {
+			switch hp.Score {
+			case extenderv1.MaxExtenderPriority:
+				top = append(top, hp.Host)
+			case extenderv1.MaxExtenderPriority - 1:
+			default:
+				t.Errorf("node %s scored %d; equally good nodes score %d or %d", hp.Host, hp.Score, extenderv1.MaxExtenderPriority, extenderv1.MaxExtenderPriority-1)
+			}
+		}
+		if diff := cmp.Diff([]string{first}, top); diff != "" {
+			t.Errorf("nodes with the top score (-want,+got):\n%s", diff)
+		}
 	}
 }
 

@@ -163,20 +163,25 @@ func (p *production) addNode(ctx context.Context, n *sim.Node) error {
 // later (each pod is placed once or rejected).
 func (p *production) submitter(ctx context.Context) sim.Submit {
 	cs := p.cluster.Client
+	submitted, placed, t0 := 0, 0, time.Now()
 	return func(pod *v1.Pod) (bool, error) {
+		if submitted++; submitted%1000 == 0 {
+			logf("%d pods submitted, %d placed, %.1f pods/s", submitted, placed, float64(submitted)/time.Since(t0).Seconds())
+		}
 		pod = pod.DeepCopy()
 		pod.UID = ""
 		pod.Spec.SchedulerName = p.cluster.SchedulerName
 		pod.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
 		decided := p.watch.expect(pod.Name)
-		t0 := time.Now()
+		created := time.Now()
 		if _, err := cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			return false, fmt.Errorf("create pod %s: %w", pod.Name, err)
 		}
 		select {
-		case placed := <-decided:
-			if placed {
-				p.latencies = append(p.latencies, time.Since(t0))
+		case ok := <-decided:
+			if ok {
+				placed++
+				p.latencies = append(p.latencies, time.Since(created))
 				return true, nil
 			}
 			zero := int64(0)
