@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"math"
 
 	"k8s.io/klog/v2"
@@ -16,7 +15,7 @@ import (
 
 // Prioritize scores the candidate nodes with the policy. One node alone gets
 // MaxExtenderPriority: the policy's best, and among equally good nodes the first in a fixed
-// order (TieOrder), so that kube-scheduler's own scores cannot choose among them (they spread
+// order (placement.TieOrder), so that kube-scheduler's own scores cannot choose among them (they spread
 // pods, which is what a packing policy avoids); the others are scaled to
 // 0..MaxExtenderPriority-1; nodes where the pod does not fit get 0. A pod without gpu-mem is
 // scored too (it reaches the extender when the scheduler configuration sends it every pod):
@@ -61,7 +60,7 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 		}
 		out[i].Score = scores.scale(raw[i])
 		if out[i].Score == extenderv1.MaxExtenderPriority {
-			if best < 0 || TieOrder(names[i]) < TieOrder(names[best]) {
+			if best < 0 || placement.TieOrder(names[i]) < placement.TieOrder(names[best]) {
 				best = i
 			}
 			out[i].Score-- // the best of these gets it back below
@@ -73,15 +72,6 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	e.metrics.prioritizes.Add(1)
 	klog.FromContext(ctx).V(2).Info("Prioritized", "pod", klog.KObj(args.Pod), "policy", e.policy.Name(), "nodes", len(names))
 	return out, nil
-}
-
-// TieOrder is a node's place in the fixed order that breaks ties between equally good nodes
-// (lower first): a hash of its name, so that it is the same in every replica and after every
-// restart, and unrelated to node size or age.
-func TieOrder(node string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(node))
-	return h.Sum64()
 }
 
 // scaler maps the best score hi to MaxExtenderPriority and the rest of [lo, hi) to

@@ -11,7 +11,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 func TestPrioritize(t *testing.T) {
@@ -73,7 +73,7 @@ func TestPrioritizeTiesBrokenByTieOrder(t *testing.T) {
 	}
 	first := names[0]
 	for _, n := range names {
-		if scheduler.TieOrder(n) < scheduler.TieOrder(first) {
+		if placement.TieOrder(n) < placement.TieOrder(first) {
 			first = n
 		}
 	}

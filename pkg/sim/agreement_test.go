@@ -28,7 +28,7 @@ func agreementState(t *testing.T, policy placement.Policy) (cache.Cache, *placer
 	if err := newCluster(nodes, &names, c); err != nil {
 		t.Fatal(err)
 	}
-	p := newPlacer(nodes, c, policy, []int{2, 0, 1})
+	p := newPlacer(nodes, c, policy, nameTieOrder(nodes)) // the extender's tie order
 	for i, milli := range []int64{470, 810, 1000, 470, 300, 810} {
 		pod := Pod{Name: "seed", MilliCPU: 1000, MemoryMiB: 256, NumGPU: 1, GPUMilli: milli}
 		if _, err := p.submit(PodObject(&pod, i, &names), &names); err != nil {
@@ -39,9 +39,9 @@ func agreementState(t *testing.T, policy placement.Policy) (cache.Cache, *placer
 }
 
 // TestSimulatorAndExtenderAgree: for the same cache state, the extender's Filter passes the
-// nodes the simulator finds feasible, the node the simulator picks is among those Prioritize
-// scores highest (Prioritize rounds to 0..10, so near-equal nodes tie there and kube-scheduler
-// picks among them), and Bind on that node takes the same cards as the simulator.
+// nodes the simulator finds feasible, the node the simulator picks (with the extender's tie
+// order, --tie-order=name) is the one node Prioritize gives the top score, and Bind on that
+// node takes the same cards as the simulator.
 func TestSimulatorAndExtenderAgree(t *testing.T) {
 	tests := []struct {
 		name string
@@ -51,6 +51,7 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 		{"small sharing pod", Pod{Name: "small", MilliCPU: 500, MemoryMiB: 512, NumGPU: 1, GPUMilli: 160}},
 		{"whole card", Pod{Name: "whole", MilliCPU: 4000, MemoryMiB: 512, NumGPU: 1, GPUMilli: 1000}},
 		{"two cards", Pod{Name: "two", MilliCPU: 1000, MemoryMiB: 512, NumGPU: 2, GPUMilli: 1000}},
+		{"no GPU", Pod{Name: "cpu", MilliCPU: 1000, MemoryMiB: 512}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,11 +84,14 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 			if diff := cmp.Diff(feasible(c, p, &req, res), *filtered.NodeNames); diff != "" {
 				t.Errorf("filter (-simulator,+extender):\n%s", diff)
 			}
-			if got := bestHosts(scores); !slices.Contains(got, simNode) {
+			if got := bestHosts(scores); !slices.Equal(got, []string{simNode}) {
 				t.Fatalf("extender's best nodes %v, simulator chose %s (scores %v)", got, simNode, scores)
 			}
 			if err := ext.Bind(ctx, &extenderv1.ExtenderBindingArgs{PodName: pod.Name, PodNamespace: pod.Namespace, PodUID: pod.UID, Node: simNode}); err != nil {
 				t.Fatal(err)
+			}
+			if req.Empty() {
+				return // nothing to charge
 			}
 			info, _ := c.Pod(pod.UID)
 			if diff := cmp.Diff(simAlloc, info.Allocation); diff != "" {

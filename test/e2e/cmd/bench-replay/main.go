@@ -31,6 +31,7 @@ type options struct {
 	dir                     string
 	schedulerConfig         string
 	extender                string
+	taintGPUNodes           bool
 }
 
 func main() {
@@ -44,6 +45,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "cluster folder (logs, data); default a temporary folder, removed at the end")
 	flag.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration to run kube-scheduler with (default: the shipped config/scheduler-config.yaml)")
 	flag.StringVar(&o.extender, "extender", "", "extender binary to run (default: built from this checkout)")
+	flag.BoolVar(&o.taintGPUNodes, "taint-gpu-nodes", false, "taint every node so that only pods asking gpu-mem go there (pods without gpu-mem are then rejected: every openb node has GPUs)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o, registry)
@@ -86,6 +88,14 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 		return fmt.Errorf("simulator: %w", err)
 	}
 	logf("simulator: %d of %d pods placed, %.2f %% allocated at 100 %% arrived", simulated.Placed, simulated.Submitted, simulated.AllocAt(100))
+	if r, err = newRun(); err != nil {
+		return err
+	}
+	r.NameTieOrder = true
+	nameTies, err := r.Execute()
+	if err != nil {
+		return fmt.Errorf("simulator: %w", err)
+	}
 
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -109,7 +119,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 		}
 	}
 	p, err := startProduction(ctx, framework.Options{Root: root, Bin: bin, Dir: filepath.Join(dir, "cluster"),
-		SchedulerConfig: o.schedulerConfig, Logf: logf}, ext, o.policy)
+		SchedulerConfig: o.schedulerConfig, Logf: logf}, ext, o.policy, o.taintGPUNodes)
 	if err != nil {
 		return err
 	}
@@ -132,6 +142,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 		return err
 	}
 	rep := newReport(o, simulated, produced, p.latencies, elapsed, inv)
+	rep.nameTies = allocationOf(nameTies)
 	if err := rep.write(os.Stdout); err != nil {
 		return err
 	}

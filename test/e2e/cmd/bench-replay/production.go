@@ -35,16 +35,21 @@ type production struct {
 	watch   *outcomes
 	// latencies are create→bound times of the placed pods, in order.
 	latencies []time.Duration
+	// taintGPUNodes taints every node with gpuTaint, which only pods asking gpu-mem tolerate.
+	taintGPUNodes bool
 }
+
+// gpuTaint keeps pods without gpu-mem off GPU nodes in the --taint-gpu-nodes experiment.
+var gpuTaint = v1.Taint{Key: "gpushare.io/gpu", Value: "true", Effect: v1.TaintEffectNoSchedule}
 
 // startProduction starts etcd, kube-apiserver, the extender with policy and kube-scheduler with
 // the shipped configuration, and watches the replayed pods.
-func startProduction(ctx context.Context, opts framework.Options, extBin, policy string) (*production, error) {
+func startProduction(ctx context.Context, opts framework.Options, extBin, policy string, taintGPUNodes bool) (*production, error) {
 	c, err := framework.New(opts)
 	if err != nil {
 		return nil, err
 	}
-	p := &production{cluster: c, names: contract.DefaultNames()}
+	p := &production{cluster: c, names: contract.DefaultNames(), taintGPUNodes: taintGPUNodes}
 	if err := p.start(ctx, extBin, policy); err != nil {
 		c.Stop()
 		return nil, err
@@ -139,6 +144,9 @@ func (p *production) addNode(ctx context.Context, n *sim.Node) error {
 	status := node.Status
 	node.Status = v1.NodeStatus{}
 	node.Labels = map[string]string{"kubernetes.io/hostname": node.Name}
+	if p.taintGPUNodes {
+		node.Spec.Taints = []v1.Taint{gpuTaint}
+	}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create node %s: %w", node.Name, err)
 	}
@@ -172,6 +180,9 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 		pod.UID = ""
 		pod.Spec.SchedulerName = p.cluster.SchedulerName
 		pod.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
+		if _, gpu := pod.Spec.Containers[0].Resources.Limits[p.names.Resource]; gpu && p.taintGPUNodes {
+			pod.Spec.Tolerations = []v1.Toleration{{Key: gpuTaint.Key, Operator: v1.TolerationOpEqual, Value: gpuTaint.Value, Effect: gpuTaint.Effect}}
+		}
 		decided := p.watch.expect(pod.Name)
 		created := time.Now()
 		if _, err := cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {

@@ -35,6 +35,10 @@ type report struct {
 	Simulator          allocation       `json:"simulator"`
 	Production         productionResult `json:"production"`
 	OvercommittedCards int              `json:"overcommitted_cards"`
+	// setup names the scheduler configuration and options, for the table.
+	setup string
+	// nameTies is the simulator with the extender's tie order (--tie-order=name), for the table.
+	nameTies allocation
 }
 
 func newReport(o options, simulated, produced *sim.Result, latencies []time.Duration, elapsed time.Duration, inv invariants) report {
@@ -48,7 +52,19 @@ func newReport(o options, simulated, produced *sim.Result, latencies []time.Dura
 			P99Ms:    round2(float64(percentile(latencies, 0.99).Microseconds()) / 1000),
 		},
 		OvercommittedCards: len(inv.Overcommitted),
+		setup:              setupOf(o),
 	}
+}
+
+func setupOf(o options) string {
+	cfg := "shipped config/scheduler-config.yaml"
+	if o.schedulerConfig != "" {
+		cfg = o.schedulerConfig
+	}
+	if o.taintGPUNodes {
+		cfg += ", GPU nodes tainted for pods without gpu-mem"
+	}
+	return cfg
 }
 
 func allocationOf(r *sim.Result) allocation {
@@ -71,9 +87,10 @@ func round2(v float64) float64 { return math.Round(v*100) / 100 }
 // write prints the table, then the JSON line.
 func (r report) write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "trace %s, policy %s, seed %d\n", r.Trace, r.Policy, r.Seed)
+	fmt.Fprintf(tw, "trace %s, policy %s, seed %d; kube-scheduler with %s\n", r.Trace, r.Policy, r.Seed, r.setup)
 	fmt.Fprintln(tw, "\talloc % at 100 % arrived\talloc % at 130 % arrived\tplaced\trejected\tpods/s\tcreate→bound p99")
 	fmt.Fprintf(tw, "simulator\t%.2f\t%.2f\t\t\t\t\n", r.Simulator.AllocAt100, r.Simulator.AllocAt130)
+	fmt.Fprintf(tw, "simulator, the extender's tie order\t%.2f\t%.2f\t\t\t\t\n", r.nameTies.AllocAt100, r.nameTies.AllocAt130)
 	p := r.Production
 	fmt.Fprintf(tw, "production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
 		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
