@@ -29,8 +29,18 @@ func TestSchedulerConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, raw := range map[string]string{"default": string(main), "second": dedent(embedded)} {
-		t.Run(name, func(t *testing.T) {
+	allPods, err := os.ReadFile("scheduler-config-all-pods.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// managed: only pods asking gpu-mem reach the extender.
+	for _, tc := range []struct {
+		name    string
+		raw     string
+		managed bool
+	}{{"default", string(main), true}, {"all-pods", string(allPods), false}, {"second", dedent(embedded), false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := tc.raw
 			var cfg schedv1.KubeSchedulerConfiguration
 			if err := yaml.UnmarshalStrict([]byte(raw), &cfg); err != nil {
 				t.Fatalf("decode: %v", err)
@@ -46,7 +56,15 @@ func TestSchedulerConfigs(t *testing.T) {
 			if !strings.HasSuffix(e.URLPrefix, scheduler.Prefix) || !e.NodeCacheCapable || e.Ignorable {
 				t.Errorf("urlPrefix %q, nodeCacheCapable %v, ignorable %v", e.URLPrefix, e.NodeCacheCapable, e.Ignorable)
 			}
-			if len(e.ManagedResources) != 1 || e.ManagedResources[0].Name != contract.DefaultResourceName || e.ManagedResources[0].IgnoredByScheduler {
+			// The extender's top score must outvote kube-scheduler's own scores: one step of its
+			// 0-10 range is weight x 10 points, the in-tree plugins differ by a few hundred at most.
+			if e.Weight < 100 {
+				t.Errorf("weight %d < 100: kube-scheduler's own scores could overrule the policy", e.Weight)
+			}
+			switch {
+			case !tc.managed && len(e.ManagedResources) != 0:
+				t.Errorf("managedResources = %+v, want none (every pod to the extender)", e.ManagedResources)
+			case tc.managed && (len(e.ManagedResources) != 1 || e.ManagedResources[0].Name != contract.DefaultResourceName || e.ManagedResources[0].IgnoredByScheduler):
 				t.Errorf("managedResources = %+v", e.ManagedResources)
 			}
 		})

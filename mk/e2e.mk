@@ -37,7 +37,10 @@ TRACE     ?= default
 POLICY    ?= fgd-online
 SEED      ?= 42
 TRACE_DIR ?= ../shared/traces/openb-2023
+# SCHEDULER_CONFIG: empty for the shipped config/scheduler-config.yaml.
+SCHEDULER_CONFIG ?=
 
 .PHONY: bench-replay
-bench-replay: e2e-bins ## Replay an openb trace through real kube-scheduler + extender: TRACE_DIR= TRACE= POLICY= SEED= (table, then one JSON line).
-	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-replay --trace-dir "$(abspath $(TRACE_DIR))" --trace "$(TRACE)" --policy "$(POLICY)" --seed "$(SEED)" $(REPLAY_FLAGS)
+bench-replay: e2e-bins ## Replay an openb trace through real kube-scheduler + extender: TRACE_DIR= TRACE= POLICY= SEED= SCHEDULER_CONFIG= (table, then one JSON line).
+	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-replay --trace-dir "$(abspath $(TRACE_DIR))" --trace "$(TRACE)" --policy "$(POLICY)" --seed "$(SEED)" \
+		$(if $(SCHEDULER_CONFIG),--scheduler-config "$(abspath $(SCHEDULER_CONFIG))") $(REPLAY_FLAGS)

@@ -143,6 +143,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	}
 	rep := newReport(o, simulated, produced, p.latencies, elapsed, inv)
 	rep.nameTies = allocationOf(nameTies)
+	rep.gpuLatency, rep.cpuLatency = quantiles(p.gpuLatencies), quantiles(p.cpuLatencies)
 	if err := rep.write(os.Stdout); err != nil {
 		return err
 	}

@@ -33,8 +33,9 @@ type production struct {
 	ext     *framework.Extender
 	names   contract.Names
 	watch   *outcomes
-	// latencies are create→bound times of the placed pods, in order.
-	latencies []time.Duration
+	// latencies are create→bound times of the placed pods, in order; gpuLatencies and
+	// cpuLatencies split them into pods with and without gpu-mem.
+	latencies, gpuLatencies, cpuLatencies []time.Duration
 	// taintGPUNodes taints every node with gpuTaint, which only pods asking gpu-mem tolerate.
 	taintGPUNodes bool
 }
@@ -192,7 +193,13 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 		case ok := <-decided:
 			if ok {
 				placed++
-				p.latencies = append(p.latencies, time.Since(created))
+				took := time.Since(created)
+				p.latencies = append(p.latencies, took)
+				if _, gpu := pod.Spec.Containers[0].Resources.Limits[p.names.Resource]; gpu {
+					p.gpuLatencies = append(p.gpuLatencies, took)
+				} else {
+					p.cpuLatencies = append(p.cpuLatencies, took)
+				}
 				return true, nil
 			}
 			zero := int64(0)

@@ -39,6 +39,14 @@ type report struct {
 	setup string
 	// nameTies is the simulator with the extender's tie order (--tie-order=name), for the table.
 	nameTies allocation
+	// gpuLatency and cpuLatency are create→bound p50/p99 of the placed pods with and without
+	// gpu-mem, for the table.
+	gpuLatency, cpuLatency [2]time.Duration
+}
+
+// quantiles are the p50 and p99 of ds.
+func quantiles(ds []time.Duration) [2]time.Duration {
+	return [2]time.Duration{percentile(ds, 0.5), percentile(ds, 0.99)}
 }
 
 func newReport(o options, simulated, produced *sim.Result, latencies []time.Duration, elapsed time.Duration, inv invariants) report {
@@ -95,6 +103,9 @@ func (r report) write(w io.Writer) error {
 	fmt.Fprintf(tw, "production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
 		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
 	fmt.Fprintf(tw, "cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
+	fmt.Fprintf(tw, "create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
+		r.gpuLatency[0].Round(time.Millisecond/10), r.gpuLatency[1].Round(time.Millisecond/10),
+		r.cpuLatency[0].Round(time.Millisecond/10), r.cpuLatency[1].Round(time.Millisecond/10))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
