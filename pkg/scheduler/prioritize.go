@@ -15,7 +15,7 @@ import (
 
 // Prioritize scores the candidate nodes with the policy. One node alone gets
 // MaxExtenderPriority: the policy's best, and among equally good nodes the first in a fixed
-// order (placement.TieOrder), so that kube-scheduler's own scores cannot choose among them (they spread
+// order of the pod's own (placement.TieOrder), so that kube-scheduler's own scores cannot choose among them (they spread
 // pods, which is what a packing policy avoids); the others are scaled to
 // 0..MaxExtenderPriority-1; nodes where the pod does not fit get 0. A pod without gpu-mem is
 // scored too (it reaches the extender when the scheduler configuration sends it every pod):
@@ -53,14 +53,14 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 		}
 	}
 	scores := newScaler(lo, hi)
-	best := -1
+	best, podKey := -1, args.Pod.Namespace+"/"+args.Pod.Name
 	for i := range out {
 		if !fits[i] {
 			continue
 		}
 		out[i].Score = scores.scale(raw[i])
 		if out[i].Score == extenderv1.MaxExtenderPriority {
-			if best < 0 || placement.TieOrder(names[i]) < placement.TieOrder(names[best]) {
+			if best < 0 || placement.TieOrder(podKey, names[i]) < placement.TieOrder(podKey, names[best]) {
 				best = i
 			}
 			out[i].Score-- // the best of these gets it back below

@@ -62,7 +62,8 @@ func TestPrioritize(t *testing.T) {
 }
 
 // TestPrioritizeTiesBrokenByTieOrder: among nodes the policy rates equally, exactly one gets
-// the top score, the first in TieOrder, whatever the order of the request.
+// the top score, the first in the pod's TieOrder, whatever the order of the request; another
+// pod's order differs.
 func TestPrioritizeTiesBrokenByTieOrder(t *testing.T) {
 	var nodes []*v1.Node
 	var names []string
@@ -71,17 +72,20 @@ func TestPrioritizeTiesBrokenByTieOrder(t *testing.T) {
 		nodes = append(nodes, st.MakeNode(n).GPUs(16).Obj())
 		names = append(names, n)
 	}
-	first := names[0]
-	for _, n := range names {
-		if placement.TieOrder(n) < placement.TieOrder(first) {
-			first = n
-		}
-	}
 	e := newEnv(t, "binpack", nodes)
 	backward := slices.Clone(names)
 	slices.Reverse(backward)
-	for _, order := range [][]string{names, backward} {
-		got, err := e.ext.Prioritize(e.ctx, &extenderv1.ExtenderArgs{Pod: st.MakePod().GPUMem(4).Obj(), NodeNames: &order})
+	firsts := map[string]bool{}
+	for i, order := range [][]string{names, backward, names, backward} {
+		pod := st.MakePod().Name(fmt.Sprintf("p%d", i/2)).GPUMem(4).Obj()
+		first := names[0]
+		for _, n := range names {
+			if placement.TieOrder(pod.Namespace+"/"+pod.Name, n) < placement.TieOrder(pod.Namespace+"/"+pod.Name, first) {
+				first = n
+			}
+		}
+		firsts[first] = true
+		got, err := e.ext.Prioritize(e.ctx, &extenderv1.ExtenderArgs{Pod: pod, NodeNames: &order})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,8 +100,11 @@ func TestPrioritizeTiesBrokenByTieOrder(t *testing.T) {
 			}
 		}
 		if diff := cmp.Diff([]string{first}, top); diff != "" {
-			t.Errorf("nodes with the top score (-want,+got):\n%s", diff)
+			t.Errorf("pod %s: nodes with the top score (-want,+got):\n%s", pod.Name, diff)
 		}
+	}
+	if len(firsts) < 2 {
+		t.Errorf("two pods broke their ties alike (%v): a burst would pile onto one node", firsts)
 	}
 }
 

@@ -28,7 +28,8 @@ func agreementState(t *testing.T, policy placement.Policy) (cache.Cache, *placer
 	if err := newCluster(nodes, &names, c); err != nil {
 		t.Fatal(err)
 	}
-	p := newPlacer(nodes, c, policy, nameTieOrder(nodes)) // the extender's tie order
+	p := newPlacer(nodes, c, policy, []int{2, 0, 1})
+	p.extenderTies = true // the extender's tie order
 	for i, milli := range []int64{470, 810, 1000, 470, 300, 810} {
 		pod := Pod{Name: "seed", MilliCPU: 1000, MemoryMiB: 256, NumGPU: 1, GPUMilli: milli}
 		if _, err := p.submit(PodObject(&pod, i, &names), &names); err != nil {
@@ -40,7 +41,7 @@ func agreementState(t *testing.T, policy placement.Policy) (cache.Cache, *placer
 
 // TestSimulatorAndExtenderAgree: for the same cache state, the extender's Filter passes the
 // nodes the simulator finds feasible, the node the simulator picks (with the extender's tie
-// order, --tie-order=name) is the one node Prioritize gives the top score, and Bind on that
+// order, --tie-order=extender) is the one node Prioritize gives the top score, and Bind on that
 // node takes the same cards as the simulator.
 func TestSimulatorAndExtenderAgree(t *testing.T) {
 	tests := []struct {
@@ -65,7 +66,7 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			simChoice, ok := p.choose(placement.NewDecision(policy, &req, res))
+			simChoice, ok := p.choose(placement.NewDecision(policy, &req, res), pod.Namespace+"/"+pod.Name)
 			if !ok {
 				t.Fatal("simulator placed nothing")
 			}

@@ -34,14 +34,14 @@ type Config struct {
 	// Parallel is how many runs go at once.
 	Parallel int
 	// TieOrder is how ties between equally rated nodes are broken: TieOrderSeeded (a seeded
-	// random order, the paper's protocol) or TieOrderName (the extender's, in production).
+	// random order, the paper's protocol) or TieOrderExtender (the extender's, in production).
 	TieOrder string
 }
 
 // The tie orders of Config.TieOrder.
 const (
-	TieOrderSeeded = "seeded"
-	TieOrderName   = "name"
+	TieOrderSeeded   = "seeded"
+	TieOrderExtender = "extender"
 )
 
 // DefaultConfig is the paper's protocol with our default policy.
@@ -69,7 +69,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 	fs.StringVar(&c.CurveFile, "curve", c.CurveFile, "write the allocation curves (arrived% -> allocated%) as CSV")
 	fs.StringVar(&c.PlotFile, "plot", c.PlotFile, "draw the allocation curves as PNG, one line per policy")
 	fs.IntVar(&c.Parallel, "parallel", c.Parallel, "runs at once")
-	fs.StringVar(&c.TieOrder, "tie-order", c.TieOrder, "ties between equally rated nodes: seeded (a seeded random order, the paper's protocol) or name (the extender's order in production)")
+	fs.StringVar(&c.TieOrder, "tie-order", c.TieOrder, "ties between equally rated nodes: seeded (a seeded random order, the paper's protocol) or extender (the extender's order in production, a hash of pod and node names)")
 }
 
 // Validate reports every problem with c.
@@ -83,8 +83,8 @@ func (c *Config) Validate(registry policies.Registry) error {
 			errs = append(errs, fmt.Errorf("%w: %w", ErrBadConfig, err))
 		}
 	}
-	if c.TieOrder != TieOrderSeeded && c.TieOrder != TieOrderName {
-		errs = append(errs, fmt.Errorf("%w: --tie-order must be %s or %s, not %q", ErrBadConfig, TieOrderSeeded, TieOrderName, c.TieOrder))
+	if c.TieOrder != TieOrderSeeded && c.TieOrder != TieOrderExtender {
+		errs = append(errs, fmt.Errorf("%w: --tie-order must be %s or %s, not %q", ErrBadConfig, TieOrderSeeded, TieOrderExtender, c.TieOrder))
 	}
 	if c.Inflate <= 0 || len(c.Seeds) == 0 || c.Parallel < 1 {
 		errs = append(errs, fmt.Errorf("%w: --inflate, --seeds and --parallel must be positive", ErrBadConfig))

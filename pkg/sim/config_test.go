@@ -15,8 +15,8 @@ func TestConfigValidate(t *testing.T) {
 		wantErr string // "" for valid
 	}{
 		{name: "defaults with trace files", change: func(*Config) {}},
-		{name: "production's tie order", change: func(c *Config) { c.TieOrder = TieOrderName }},
-		{name: "unknown tie order", change: func(c *Config) { c.TieOrder = "random" }, wantErr: `--tie-order must be seeded or name, not "random"`},
+		{name: "production's tie order", change: func(c *Config) { c.TieOrder = TieOrderExtender }},
+		{name: "unknown tie order", change: func(c *Config) { c.TieOrder = "random" }, wantErr: `--tie-order must be seeded or extender, not "random"`},
 		{name: "no trace", change: func(c *Config) { c.NodesFile = "" }, wantErr: "--nodes and --pods are required"},
 		{name: "unknown policy", change: func(c *Config) { c.Policies = []string{"fastest"} }, wantErr: `unknown policy "fastest"`},
 		{name: "no seeds", change: func(c *Config) { c.Seeds = nil }, wantErr: "must be positive"},

@@ -22,7 +22,9 @@ type placer struct {
 	cache  cache.Cache
 	policy placement.Policy
 	names  []string
-	rank   []int // rank[i] is node i's position in the tie order
+	rank   []int // rank[i] is node i's position in the seeded tie order
+	// extenderTies breaks ties by the pod's placement.TieOrder instead.
+	extenderTies bool
 }
 
 func newPlacer(nodes []Node, c cache.Cache, policy placement.Policy, perm []int) *placer {
@@ -46,7 +48,7 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 		l.Observe(&req, res)
 	}
 	d := placement.NewDecision(p.policy, &req, res)
-	best, ok := p.choose(d)
+	best, ok := p.choose(d, pod.Namespace+"/"+pod.Name)
 	if !ok {
 		return false, nil
 	}
@@ -61,9 +63,14 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 
 // choose is the best node for d's pod among those with its CPU and memory free, ties broken
 // by the tie order.
-func (p *placer) choose(d *placement.Decision) (placement.Choice, bool) {
+func (p *placer) choose(d *placement.Decision, podKey string) (placement.Choice, bool) {
 	res := d.Resources()
 	admit := func(n *placement.NodeInfo) bool { return podFits(n, res) }
 	before := func(i, j int) bool { return p.rank[i] < p.rank[j] }
+	if p.extenderTies {
+		before = func(i, j int) bool {
+			return placement.TieOrder(podKey, p.names[i]) < placement.TieOrder(podKey, p.names[j])
+		}
+	}
 	return d.Choose(p.cache.Lookup(p.names), admit, before)
 }

@@ -1,10 +1,8 @@
 package sim
 
 import (
-	"cmp"
 	"errors"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,9 +25,10 @@ type Run struct {
 	Inflate float64
 	// Seed drives the shuffle, the inflation, the node tie order and randomised policies.
 	Seed uint64
-	// NameTieOrder breaks ties between equally rated nodes as the extender does in production
-	// (placement.TieOrder, a hash of the node's name) instead of in a seeded random order.
-	NameTieOrder bool
+	// ExtenderTieOrder breaks ties between equally rated nodes as the extender does in
+	// production (placement.TieOrder of the pod and node names) instead of in a seeded random
+	// order.
+	ExtenderTieOrder bool
 }
 
 // Result is what one Run measured.
@@ -62,11 +61,8 @@ func (r *Run) Execute() (*Result, error) {
 		if s, ok := r.Policy.(placement.Seeded); ok {
 			s.Seed(rng.Uint64())
 		}
-		order := rng.Perm(len(r.Nodes)) // drawn either way: the seeded order is the paper's protocol
-		if r.NameTieOrder {
-			order = nameTieOrder(r.Nodes)
-		}
-		p = newPlacer(r.Nodes, c, r.Policy, order)
+		p = newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes))) // drawn either way
+		p.extenderTies = r.ExtenderTieOrder
 	}, func(pod *v1.Pod) (bool, error) { return p.submit(pod, &names) })
 }
 
@@ -108,18 +104,6 @@ func (r *Run) replay(prepare func(*rand.Rand), submit Submit) (*Result, error) {
 	res.Curve = curve.build()
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
-}
-
-// nameTieOrder lists the node indexes in placement.TieOrder.
-func nameTieOrder(nodes []Node) []int {
-	order := make([]int, len(nodes))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Compare(placement.TieOrder(nodes[a].Name), placement.TieOrder(nodes[b].Name))
-	})
-	return order
 }
 
 func capacityMilli(nodes []Node) int64 {

@@ -32,6 +32,10 @@ type Options struct {
 	// SchedulerConfig is the KubeSchedulerConfiguration file kube-scheduler runs with; empty means
 	// the shipped config/scheduler-config.yaml.
 	SchedulerConfig string
+	// SchedulerQPS and SchedulerBurst, when positive, set kube-scheduler's client rate limits
+	// (clientConnection.qps and burst); otherwise kube-scheduler's defaults apply.
+	SchedulerQPS   float64
+	SchedulerBurst int
 	// Logf prints progress lines.
 	Logf func(format string, args ...any)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -114,4 +115,38 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string) error {
 		}
 		return false, nil
 	})
+}
+
+// AddReadyNode creates node without a kubelet or kwok behind it, publishes status (its
+// allocatable is also its capacity) with a Ready condition, and removes the not-ready taint: a
+// node kube-scheduler schedules onto, for benchmarks that never run the pods.
+func (c *Cluster) AddReadyNode(ctx context.Context, node *v1.Node, allocatable v1.ResourceList) error {
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", node.Name, err)
+	}
+	now := metav1.Now()
+	status := v1.NodeStatus{Allocatable: allocatable, Capacity: allocatable,
+		Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "Benchmark", LastHeartbeatTime: now, LastTransitionTime: now}}}
+	raw, err := json.Marshal(map[string]any{"status": status})
+	if err != nil {
+		return err
+	}
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, raw, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("patch status of node %s: %w", node.Name, err)
+	}
+	return c.RemoveNotReadyTaint(ctx, node.Name)
+}
+
+// EnsureNamespace creates namespace and its default ServiceAccount if missing (no
+// kube-controller-manager may run to create the latter).
+func (c *Cluster) EnsureNamespace(ctx context.Context, namespace string) error {
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: namespace}}
+	if _, err := c.Client.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ServiceAccount in %s: %w", namespace, err)
+	}
+	return nil
 }

@@ -42,10 +42,10 @@ func SchedulerConfigPath(root string) string {
 // every extender's urlPrefix pointed at extenderHost (host:port) with its path kept. It also
 // returns the first profile's schedulerName.
 func SchedulerConfig(root, kubeconfig, extenderHost string, leaderElect bool) ([]byte, string, error) {
-	return schedulerConfigFrom(SchedulerConfigPath(root), kubeconfig, extenderHost, leaderElect)
+	return schedulerConfigFrom(SchedulerConfigPath(root), kubeconfig, extenderHost, leaderElect, 0, 0)
 }
 
-func schedulerConfigFrom(path, kubeconfig, extenderHost string, leaderElect bool) ([]byte, string, error) {
+func schedulerConfigFrom(path, kubeconfig, extenderHost string, leaderElect bool, qps float64, burst int) ([]byte, string, error) {
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		raw, err = []byte(fallbackSchedulerConfig), nil
@@ -57,12 +57,13 @@ func schedulerConfigFrom(path, kubeconfig, extenderHost string, leaderElect bool
 	if err != nil {
 		return nil, "", err
 	}
-	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
-	cfg["leaderElection"] = map[string]any{"leaderElect": leaderElect}
-	exts, _ := cfg["extenders"].([]any)
-	if len(exts) == 0 {
-		return nil, "", fmt.Errorf("scheduler config has no extenders")
+	conn := map[string]any{"kubeconfig": kubeconfig}
+	if qps > 0 && burst > 0 {
+		conn["qps"], conn["burst"] = qps, burst
 	}
+	cfg["clientConnection"] = conn
+	cfg["leaderElection"] = map[string]any{"leaderElect": leaderElect}
+	exts, _ := cfg["extenders"].([]any) // none: kube-scheduler alone
 	for _, e := range exts {
 		m, ok := e.(map[string]any)
 		if !ok {
@@ -118,7 +119,7 @@ func (c *Cluster) StartSchedulerAs(name, extenderHost string, leaderElect bool) 
 	if file == "" {
 		file = SchedulerConfigPath(c.Root)
 	}
-	cfg, schedName, err := schedulerConfigFrom(file, c.Kubeconfig, extenderHost, leaderElect)
+	cfg, schedName, err := schedulerConfigFrom(file, c.Kubeconfig, extenderHost, leaderElect, c.SchedulerQPS, c.SchedulerBurst)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	if r, err = newRun(); err != nil {
 		return err
 	}
-	r.NameTieOrder = true
+	r.ExtenderTieOrder = true
 	nameTies, err := r.Execute()
 	if err != nil {
 		return fmt.Errorf("simulator: %w", err)
@@ -137,7 +137,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 		return fmt.Errorf("production: %w", err)
 	}
 	elapsed := time.Since(start)
-	inv, err := p.check(ctx)
+	inv, err := p.cluster.CheckInvariants(ctx, namespace, p.ext)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	if err := rep.write(os.Stdout); err != nil {
 		return err
 	}
-	if !inv.ok() {
+	if !inv.OK() {
 		return fmt.Errorf("invariant check failed: %s", inv)
 	}
 	return nil

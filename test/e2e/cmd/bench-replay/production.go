@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -63,7 +60,7 @@ func (p *production) start(ctx context.Context, extBin, policy string) error {
 	if err := c.StartControlPlane(ctx); err != nil {
 		return err
 	}
-	if err := p.createNamespace(ctx); err != nil {
+	if err := c.EnsureNamespace(ctx, namespace); err != nil {
 		return err
 	}
 	ext, err := c.StartExtender(ctx, extBin, 0, "--policy="+policy, "--v=1")
@@ -86,20 +83,6 @@ func (p *production) start(ctx context.Context, extBin, policy string) error {
 	factory.Start(ctx.Done())
 	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return fmt.Errorf("pod informer did not sync")
-	}
-	return nil
-}
-
-// createNamespace creates the pods' namespace and its default ServiceAccount (no
-// kube-controller-manager runs here).
-func (p *production) createNamespace(ctx context.Context) error {
-	cs := p.cluster.Client
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", namespace, err)
-	}
-	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: namespace}}
-	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ServiceAccount: %w", err)
 	}
 	return nil
 }
@@ -137,34 +120,20 @@ func (p *production) addNodes(ctx context.Context, nodes []sim.Node) error {
 }
 
 func (p *production) addNode(ctx context.Context, n *sim.Node) error {
-	cs := p.cluster.Client
 	node, err := sim.NodeObject(n, &p.names)
 	if err != nil {
 		return err
 	}
-	status := node.Status
+	allocatable := node.Status.Allocatable
 	node.Status = v1.NodeStatus{}
 	node.Labels = map[string]string{"kubernetes.io/hostname": node.Name}
 	if p.taintGPUNodes {
 		node.Spec.Taints = []v1.Taint{gpuTaint}
 	}
-	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create node %s: %w", node.Name, err)
-	}
-	status.Allocatable[v1.ResourcePods] = *resource.NewQuantity(1000, resource.DecimalSI)
-	status.Allocatable[p.names.Resource] = *resource.NewQuantity(int64(n.GPUs)*sim.MilliPerGPU, resource.DecimalSI)
-	status.Allocatable[p.names.Count] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
-	status.Capacity = status.Allocatable
-	status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "Replay",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	raw, err := json.Marshal(map[string]any{"status": status})
-	if err != nil {
-		return err
-	}
-	if _, err := cs.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, raw, metav1.PatchOptions{}, "status"); err != nil {
-		return fmt.Errorf("patch status of node %s: %w", node.Name, err)
-	}
-	return p.cluster.RemoveNotReadyTaint(ctx, node.Name)
+	allocatable[v1.ResourcePods] = *resource.NewQuantity(1000, resource.DecimalSI)
+	allocatable[p.names.Resource] = *resource.NewQuantity(int64(n.GPUs)*sim.MilliPerGPU, resource.DecimalSI)
+	allocatable[p.names.Count] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
+	return p.cluster.AddReadyNode(ctx, node, allocatable)
 }
 
 // submitter creates each pod of the sequence and waits until kube-scheduler has bound it or
@@ -263,82 +232,4 @@ func unschedulable(pod *v1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// invariants is the end-of-run check.
-type invariants struct {
-	// Overcommitted lists the cards whose pods, by their annotations, hold more than the card.
-	Overcommitted []string
-	// Unannotated counts bound gpu-mem pods without a placement.
-	Unannotated int
-	// Differences are the extender's audit findings (cache against the API server).
-	Differences []string
-}
-
-func (i invariants) ok() bool {
-	return len(i.Overcommitted) == 0 && i.Unannotated == 0 && len(i.Differences) == 0
-}
-
-func (i invariants) String() string {
-	return fmt.Sprintf("%d cards over capacity %v, %d bound GPU pods without a placement, %d differences between cache and API %v",
-		len(i.Overcommitted), i.Overcommitted, i.Unannotated, len(i.Differences), i.Differences)
-}
-
-// check computes the invariants from the API server's pods and nodes, and asks the extender's
-// audit for the differences between its cache and the API server.
-func (p *production) check(ctx context.Context) (invariants, error) {
-	var inv invariants
-	cs := p.cluster.Client
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return inv, err
-	}
-	capacity := map[string]int64{}
-	for i := range nodes.Items {
-		gpus, err := contract.DecodeGPUs(nodes.Items[i].Annotations[p.names.NodeGPUsAnnotation])
-		if err != nil {
-			return inv, fmt.Errorf("node %s: %w", nodes.Items[i].Name, err)
-		}
-		for _, g := range gpus {
-			capacity[nodes.Items[i].Name+"/"+strconv.Itoa(g.Index)] = g.Units
-		}
-	}
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return inv, err
-	}
-	used := map[string]int64{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		req, err := contract.ParseRequest(pod, &p.names)
-		if err != nil {
-			return inv, fmt.Errorf("pod %s: %w", pod.Name, err)
-		}
-		if pod.Spec.NodeName == "" || len(req.Containers) == 0 {
-			continue
-		}
-		alloc, ok, err := contract.AllocationFromPod(pod, &req)
-		if err != nil || !ok {
-			inv.Unannotated++
-			continue
-		}
-		for g, u := range alloc.PerGPU() {
-			used[pod.Spec.NodeName+"/"+strconv.Itoa(g)] += u
-		}
-	}
-	for card, u := range used {
-		if c, ok := capacity[card]; !ok || u > c {
-			inv.Overcommitted = append(inv.Overcommitted, fmt.Sprintf("%s: %d of %d", card, u, c))
-		}
-	}
-	var audit struct {
-		Overcommitted []string `json:"overcommitted"`
-		Differences   []string `json:"differences"`
-	}
-	if err := framework.GetJSON(ctx, p.ext.URL()+framework.ExtenderPrefix+"/debug/audit", &audit); err != nil {
-		return inv, fmt.Errorf("extender audit: %w", err)
-	}
-	inv.Differences = audit.Differences
-	inv.Overcommitted = append(inv.Overcommitted, audit.Overcommitted...)
-	return inv, nil
 }

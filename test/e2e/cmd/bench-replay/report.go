@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpushare/gpushare/pkg/sim"
+	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
 // allocation is a run's allocation at 100 % and 130 % of capacity arrived.
@@ -49,7 +50,7 @@ func quantiles(ds []time.Duration) [2]time.Duration {
 	return [2]time.Duration{percentile(ds, 0.5), percentile(ds, 0.99)}
 }
 
-func newReport(o options, simulated, produced *sim.Result, latencies []time.Duration, elapsed time.Duration, inv invariants) report {
+func newReport(o options, simulated, produced *sim.Result, latencies []time.Duration, elapsed time.Duration, inv framework.Invariants) report {
 	return report{
 		Trace: o.trace, Policy: o.policy, Seed: o.seed,
 		Simulator: allocationOf(simulated),
@@ -95,17 +96,21 @@ func round2(v float64) float64 { return math.Round(v*100) / 100 }
 // write prints the table, then the JSON line.
 func (r report) write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "trace %s, policy %s, seed %d; kube-scheduler with %s\n", r.Trace, r.Policy, r.Seed, r.setup)
-	fmt.Fprintln(tw, "\talloc % at 100 % arrived\talloc % at 130 % arrived\tplaced\trejected\tpods/s\tcreate→bound p99")
-	fmt.Fprintf(tw, "simulator\t%.2f\t%.2f\t\t\t\t\n", r.Simulator.AllocAt100, r.Simulator.AllocAt130)
-	fmt.Fprintf(tw, "simulator, the extender's tie order\t%.2f\t%.2f\t\t\t\t\n", r.nameTies.AllocAt100, r.nameTies.AllocAt130)
+	pr := &printer{w: tw}
+	pr.printf("trace %s, policy %s, seed %d; kube-scheduler with %s\n", r.Trace, r.Policy, r.Seed, r.setup)
+	pr.printf("%s\n", "\talloc % at 100 % arrived\talloc % at 130 % arrived\tplaced\trejected\tpods/s\tcreate→bound p99")
+	pr.printf("simulator\t%.2f\t%.2f\t\t\t\t\n", r.Simulator.AllocAt100, r.Simulator.AllocAt130)
+	pr.printf("simulator, the extender's tie order\t%.2f\t%.2f\t\t\t\t\n", r.nameTies.AllocAt100, r.nameTies.AllocAt130)
 	p := r.Production
-	fmt.Fprintf(tw, "production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
+	pr.printf("production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
 		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
-	fmt.Fprintf(tw, "cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
-	fmt.Fprintf(tw, "create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
+	pr.printf("cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
+	pr.printf("create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
 		r.gpuLatency[0].Round(time.Millisecond/10), r.gpuLatency[1].Round(time.Millisecond/10),
 		r.cpuLatency[0].Round(time.Millisecond/10), r.cpuLatency[1].Round(time.Millisecond/10))
+	if pr.err != nil {
+		return pr.err
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -115,4 +120,16 @@ func (r report) write(w io.Writer) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", raw)
 	return err
+}
+
+// printer prints to w until the first error, which it keeps.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
 }

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/test/e2e/framework"
+)
+
+// namespace holds the benchmark's pods.
+const namespace = "bench"
+
+// The modes compared.
+const (
+	modeAlone    = "scheduler-only"
+	modeExtender = "extender"
+)
+
+// mode is one way of scheduling: kube-scheduler with config alone, or with the extender binary
+// and the shipped configuration.
+type mode struct {
+	name     string
+	config   string
+	extender string
+}
+
+// bench is one run of one mode on a fresh control plane.
+type bench struct {
+	o    options
+	mode mode
+	opts framework.Options
+	c    *framework.Cluster
+	ext  *framework.Extender
+
+	mu      sync.Mutex
+	created map[string]time.Time
+	bound   map[string]time.Duration
+}
+
+// result is what one run measured.
+type result struct {
+	Mode         string  `json:"mode"`
+	PodsPerS     float64 `json:"pods_per_s"`
+	P50Ms        float64 `json:"p50_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	BindFailures int     `json:"bind_failures"`
+	// bound counts the pods bound; fewer than the pods created means the run stalled.
+	bound         int
+	stalled       bool
+	overcommitted int
+}
+
+func (r result) String() string {
+	s := fmt.Sprintf("%d bound, %.1f pods/s, create→bound p50 %.0f ms p99 %.0f ms, %d bind failures, %d cards over capacity",
+		r.bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.BindFailures, r.overcommitted)
+	if r.stalled {
+		s += ", STALLED"
+	}
+	return s
+}
+
+func (b *bench) run(ctx context.Context) (result, error) {
+	c, err := framework.New(b.opts)
+	if err != nil {
+		return result{}, err
+	}
+	b.c = c
+	defer c.Stop()
+	if err := c.StartControlPlane(ctx); err != nil {
+		return result{}, err
+	}
+	if err := c.EnsureNamespace(ctx, namespace); err != nil {
+		return result{}, err
+	}
+	host := "127.0.0.1:1" // kube-scheduler alone: no extender in its configuration
+	if b.mode.extender != "" {
+		if b.ext, err = c.StartExtender(ctx, b.mode.extender, 0, "--v=1"); err != nil {
+			return result{}, err
+		}
+		host = b.ext.Host()
+	}
+	if err := c.StartScheduler(host); err != nil {
+		return result{}, err
+	}
+	if err := b.addNodes(ctx); err != nil {
+		return result{}, err
+	}
+	b.created, b.bound = map[string]time.Time{}, map[string]time.Duration{}
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(namespace))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    b.observe,
+		UpdateFunc: func(_, obj any) { b.observe(obj) },
+	}); err != nil {
+		return result{}, err
+	}
+	ictx, stopInformer := context.WithCancel(ctx)
+	defer stopInformer()
+	factory.Start(ictx.Done())
+	toolscache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
+
+	start := time.Now()
+	if err := b.createPods(ctx); err != nil {
+		return result{}, err
+	}
+	res := result{Mode: b.mode.name}
+	res.bound, res.stalled = b.waitBound(ctx)
+	elapsed := time.Since(start)
+	lat := b.latencies()
+	res.PodsPerS = float64(res.bound) / elapsed.Seconds()
+	res.P50Ms, res.P99Ms = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
+	if res.BindFailures, err = b.bindFailures(ctx); err != nil {
+		return res, err
+	}
+	if res.overcommitted, err = b.check(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// addNodes creates the nodes, 16 at a time, each with 8 cards of 16 GiB published as the
+// share-plugin does; with the extender it waits until the extender's cache holds them all.
+func (b *bench) addNodes(ctx context.Context) error {
+	names := contract.DefaultNames()
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, b.o.nodes)
+	for i := range b.o.nodes {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			name := fmt.Sprintf("node-%04d", i)
+			inv, err := contract.EncodeGPUs(framework.Cards(name, "Tesla T4", 16, 8))
+			if err != nil {
+				errs <- err
+				return
+			}
+			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name},
+				Annotations: map[string]string{names.NodeGPUsAnnotation: inv}}}
+			errs <- b.c.AddReadyNode(ctx, node, v1.ResourceList{
+				v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("256Gi"),
+				v1.ResourcePods: resource.MustParse("110"),
+				names.Resource:  *resource.NewQuantity(8*16, resource.DecimalSI),
+				names.Count:     *resource.NewQuantity(8, resource.DecimalSI),
+			})
+		}()
+	}
+	for range b.o.nodes {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	if b.ext == nil {
+		return nil
+	}
+	return framework.WaitFor(ctx, 250*time.Millisecond, "extender cache to hold every node", func() (bool, error) {
+		var inv struct {
+			Nodes []struct{} `json:"nodes"`
+		}
+		err := framework.GetJSON(ctx, b.ext.URL()+framework.ExtenderPrefix+"/inspect", &inv)
+		return err == nil && len(inv.Nodes) == b.o.nodes, err
+	})
+}
+
+// createPods creates the pods from 16 goroutines, pod i asking i%8+1 GiB.
+func (b *bench) createPods(ctx context.Context) error {
+	var failed atomic.Value
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				name := fmt.Sprintf("pod-%05d", i)
+				q := *resource.NewQuantity(int64(i%8+1), resource.DecimalSI)
+				pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: v1.PodSpec{
+					SchedulerName: b.c.SchedulerName,
+					Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10",
+						Resources: v1.ResourceRequirements{Limits: v1.ResourceList{contract.DefaultResourceName: q}}}},
+				}}
+				b.mu.Lock()
+				b.created[name] = time.Now()
+				b.mu.Unlock()
+				if _, err := b.c.Client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+					failed.Store(err)
+				}
+			}
+		}()
+	}
+	for i := range b.o.pods {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		return fmt.Errorf("create pods: %w", err)
+	}
+	return nil
+}
+
+func (b *bench) observe(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, seen := b.bound[pod.Name]; !seen {
+		if t, ok := b.created[pod.Name]; ok {
+			b.bound[pod.Name] = time.Since(t)
+		}
+	}
+}
+
+// waitBound waits until every pod is bound, or nothing was bound for o.stall.
+func (b *bench) waitBound(ctx context.Context) (bound int, stalled bool) {
+	last, lastChange := -1, time.Now()
+	for {
+		b.mu.Lock()
+		n := len(b.bound)
+		b.mu.Unlock()
+		if n == b.o.pods {
+			return n, false
+		}
+		if n != last {
+			last, lastChange = n, time.Now()
+		}
+		if time.Since(lastChange) > b.o.stall || ctx.Err() != nil {
+			return n, true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *bench) latencies() []time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]time.Duration, 0, len(b.bound))
+	for _, d := range b.bound {
+		out = append(out, d)
+	}
+	return out
+}
+
+// bindFailures counts the scheduling failures kube-scheduler reported for binding (its
+// FailedScheduling Events that name a binding).
+func (b *bench) bindFailures(ctx context.Context) (int, error) {
+	evs, err := b.c.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ev := range evs.Items {
+		if strings.Contains(strings.ToLower(ev.Message), "bind") {
+			n += max(int(ev.Count), 1)
+		}
+	}
+	return n, nil
+}
+
+// check returns the number of cards over capacity: with the extender, by the placements and
+// its audit (an error when anything else is wrong); alone, kube-scheduler only counts a node's
+// total, which is checked per node.
+func (b *bench) check(ctx context.Context) (int, error) {
+	if b.ext != nil {
+		inv, err := b.c.CheckInvariants(ctx, namespace, b.ext)
+		if err != nil {
+			return 0, err
+		}
+		if !inv.OK() {
+			return len(inv.Overcommitted), fmt.Errorf("invariant check failed: %s", inv)
+		}
+		return 0, nil
+	}
+	pods, err := b.c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	perNode := map[string]int64{}
+	for _, p := range pods.Items {
+		q := p.Spec.Containers[0].Resources.Limits[contract.DefaultResourceName]
+		perNode[p.Spec.NodeName] += q.Value()
+	}
+	over := 0
+	for node, u := range perNode {
+		if node != "" && u > 8*16 {
+			over++
+		}
+	}
+	if over > 0 {
+		return over, fmt.Errorf("%d nodes hold more gpu-mem than they have", over)
+	}
+	return 0, nil
+}
