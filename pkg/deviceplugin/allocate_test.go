@@ -359,3 +359,28 @@ func containerName(pod *v1.Pod, key string) string {
 	_, _ = fmt.Sscan(key, &n)
 	return pod.Spec.Containers[n].Name
 }
+
+// TestAllocateWaitsForThePodTheKubeletAdmits: the kubelet admits pod b, which the plugin's pod
+// source does not show yet, while an earlier pod a of the same size waits on the node. The
+// plugin waits for b instead of guessing a, so b gets its own card and a keeps its own.
+func TestAllocateWaitsForThePodTheKubeletAdmits(t *testing.T) {
+	now := time.Now()
+	a := st.MakePod().Name("a").Node(testNode).Created(now.Add(-time.Minute)).NamedGPUMem("c", 4).Allocation(contract.Allocation{"0": {0: 4}}).Obj()
+	b := st.MakePod().Name("b").Node(testNode).Created(now).NamedGPUMem("c", 4).Allocation(contract.Allocation{"0": {1: 4}}).Obj()
+	h := newHarness(t, listBeforeAdmit, mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30}, a)
+	h.p.cfg.resolveWait = 5 * time.Second
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the pod informer catches up
+		if _, err := h.client.CoreV1().Pods("default").Create(h.ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}()
+	envB := h.admit(b)
+	if got, want := envB["c"][contract.EnvVisibleDevices], h.uuidsOf(map[int]int64{1: 4}); got != want {
+		t.Errorf("b got %s, want its own card %s", got, want)
+	}
+	envA := h.admit(a)
+	if got, want := envA["c"][contract.EnvVisibleDevices], h.uuidsOf(map[int]int64{0: 4}); got != want {
+		t.Errorf("a got %s, want its own card %s", got, want)
+	}
+}

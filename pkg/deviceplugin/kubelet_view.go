@@ -34,6 +34,21 @@ func newKubeletView(list []*podresourcesv1.PodResources, resource v1.ResourceNam
 	return kv
 }
 
+// awaitsUnseen reports whether the kubelet holds a pod that has no devices of the resource yet
+// and is not among pods (the API server's pods of the node, as the plugin has seen them).
+func (kv *kubeletView) awaitsUnseen(pods []*v1.Pod) bool {
+	seen := make(map[types.NamespacedName]bool, len(pods))
+	for _, p := range pods {
+		seen[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
+	}
+	for nn, containers := range kv.pods {
+		if len(containers) == 0 && !seen[nn] {
+			return true
+		}
+	}
+	return false
+}
+
 // knows reports whether the kubelet holds the pod; true when the view is unknown.
 func (kv *kubeletView) knows(nn types.NamespacedName) bool {
 	if kv == nil {

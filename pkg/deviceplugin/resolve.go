@@ -63,8 +63,14 @@ func (p *Plugin) resolve(ctx context.Context, units int64, ids []string, handOut
 		p.tracker.mu.Lock()
 		defer p.tracker.mu.Unlock()
 		last = p.pickLocked(pods, units, kv)
-		if last.best == nil && kv != nil { // the kubelet may not list the pod it is admitting yet
-			last = p.pickLocked(pods, units, nil)
+		if last.best == nil && kv != nil {
+			if kv.awaitsUnseen(pods) {
+				// The kubelet holds a pod without devices that the API server's pods do not show
+				// yet: the pod being admitted, most likely. Wait for it; guessing among the pods
+				// seen would hand this container another pod's card.
+				return false, nil
+			}
+			last = p.pickLocked(pods, units, nil) // the kubelet may not list the pod it is admitting yet
 		}
 		switch found = last.best; {
 		case found == nil || !handOut:
