@@ -44,3 +44,12 @@ SCHEDULER_CONFIG ?=
 bench-replay: e2e-bins ## Replay an openb trace through real kube-scheduler + extender: TRACE_DIR= TRACE= POLICY= SEED= SCHEDULER_CONFIG= (table, then one JSON line).
 	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-replay --trace-dir "$(abspath $(TRACE_DIR))" --trace "$(TRACE)" --policy "$(POLICY)" --seed "$(SEED)" \
 		$(if $(SCHEDULER_CONFIG),--scheduler-config "$(abspath $(SCHEDULER_CONFIG))") $(REPLAY_FLAGS)
+
+# bench-e2e: scheduling throughput, kube-scheduler alone against kube-scheduler + the extender.
+NODES ?= 1000
+PODS  ?= 5000
+RUNS  ?= 3
+
+.PHONY: bench-e2e
+bench-e2e: e2e-bins ## Throughput on a real control plane, kube-scheduler alone vs + extender: NODES= PODS= RUNS= (table, then one JSON line).
+	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-e2e --nodes "$(NODES)" --pods "$(PODS)" --runs "$(RUNS)" $(BENCH_FLAGS)
