@@ -83,22 +83,8 @@ func (sourcesReady) AllReady() bool   { return true }
 // admission) through share-plugin's gRPC socket. Every container's env must name the card its
 // pod's final annotations name, and the per-card totals must not change.
 func TestKubeletDeviceManager(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("\n" + banner + "\nSKIP TestKubeletDeviceManager: the device manager's socket folder " +
-			framework.DevicePluginDir + " needs root\n" + banner)
-	}
-	if _, err := os.Stat(framework.DevicePluginDir); err == nil {
-		t.Fatalf("%s exists: another kubelet or device-manager test is running (or left it behind)", framework.DevicePluginDir)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(framework.DevicePluginDir) })
-	e := newEnv(t)
 	const node, n = "dm-node", 8
-	mock := mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30}
-	cards := map[string][]contract.GPU{node: mockCards(t, mock)}
-	e.nodes(cards)
-	kubelet := e.startDeviceManager()
-	e.startPlugin(node, mock, kubelet)
-	e.waitCapacity(kubelet.m, 32)
+	e, kubelet, cards := newDeviceManagerEnv(t, node)
 
 	for i := range n {
 		e.create(e.gpuPod(fmt.Sprintf("eq-%d", i), 4))
@@ -130,6 +116,28 @@ func TestKubeletDeviceManager(t *testing.T) {
 		}
 	}
 	e.checkConsistent(cards)
+}
+
+// newDeviceManagerEnv is a cluster with one node of 2 x 16 GiB mocked cards whose share-plugin
+// has registered with the kubelet's device manager, run in process (root: DevicePluginDir).
+func newDeviceManagerEnv(t *testing.T, node string) (*env, *admitted, map[string][]contract.GPU) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("\n" + banner + "\nSKIP " + t.Name() + ": the device manager's socket folder " +
+			framework.DevicePluginDir + " needs root\n" + banner)
+	}
+	if _, err := os.Stat(framework.DevicePluginDir); err == nil {
+		t.Fatalf("%s exists: another kubelet or device-manager test is running (or left it behind)", framework.DevicePluginDir)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(framework.DevicePluginDir) })
+	e := newEnv(t)
+	mock := mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30}
+	cards := map[string][]contract.GPU{node: mockCards(t, mock)}
+	e.nodes(cards)
+	kubelet := e.startDeviceManager()
+	e.startPlugin(node, mock, kubelet)
+	e.waitCapacity(kubelet.m, 32)
+	return e, kubelet, cards
 }
 
 // startDeviceManager starts the kubelet's device manager on DevicePluginDir.
@@ -187,19 +195,7 @@ func (e *env) admitShuffled(kubelet *admitted) map[string]map[string]string {
 	envs := map[string]map[string]string{}
 	for _, i := range order {
 		pod := &pods.Items[i]
-		kubelet.add(pod)
-		c := &pod.Spec.Containers[0]
-		if err := kubelet.m.Allocate(e.ctx, pod, c, lifecycle.AddOperation); err != nil {
-			e.t.Fatalf("admit %s: %v", pod.Name, err)
-		}
-		opts, err := kubelet.m.GetDeviceRunContainerOptions(e.ctx, pod, c)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		envs[pod.Name] = map[string]string{}
-		for _, kv := range opts.Envs {
-			envs[pod.Name][kv.Name] = kv.Value
-		}
+		envs[pod.Name] = e.admit(kubelet, pod)
 	}
 	e.t.Logf("admitted in order %v", order)
 	return envs
@@ -285,22 +281,8 @@ func (a *admitted) remove(p *v1.Pod) {
 // admission (the over-capacity one with a Warning Event), none takes another pod's card, and a
 // pod of the same size admitted after them gets its own card.
 func TestKubeletDeviceManagerRefusesBadPlacements(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("\n" + banner + "\nSKIP TestKubeletDeviceManagerRefusesBadPlacements: the device manager's socket folder " +
-			framework.DevicePluginDir + " needs root\n" + banner)
-	}
-	if _, err := os.Stat(framework.DevicePluginDir); err == nil {
-		t.Fatalf("%s exists: another kubelet or device-manager test is running (or left it behind)", framework.DevicePluginDir)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(framework.DevicePluginDir) })
-	e := newEnv(t)
 	const node = "dm-node"
-	mock := mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30}
-	cards := map[string][]contract.GPU{node: mockCards(t, mock)}
-	e.nodes(cards)
-	kubelet := e.startDeviceManager()
-	e.startPlugin(node, mock, kubelet)
-	e.waitCapacity(kubelet.m, 32)
+	e, kubelet, cards := newDeviceManagerEnv(t, node)
 
 	for i := range 5 {
 		e.create(e.gpuPod(fmt.Sprintf("good-%d", i), 4))
@@ -367,9 +349,9 @@ func TestKubeletDeviceManagerRefusesBadPlacements(t *testing.T) {
 	e.checkConsistent(cards)
 }
 
-// admitOK admits pod through the device manager and checks that its container got the card
-// its annotations name.
-func (e *env) admitOK(kubelet *admitted, cards []contract.GPU, pod *v1.Pod) {
+// admit admits pod as the kubelet does (add it to the pod list, Allocate its container, read
+// the container's run options) and returns the container's env.
+func (e *env) admit(kubelet *admitted, pod *v1.Pod) map[string]string {
 	e.t.Helper()
 	kubelet.add(pod)
 	c := &pod.Spec.Containers[0]
@@ -380,11 +362,19 @@ func (e *env) admitOK(kubelet *admitted, cards []contract.GPU, pod *v1.Pod) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	idx, _ := strconv.Atoi(pod.Annotations[contract.AnnotationIndex])
-	want := uuidOf(e.t, cards, idx)
+	env := map[string]string{}
 	for _, kv := range opts.Envs {
-		if kv.Name == contract.EnvVisibleDevices && kv.Value != want {
-			e.t.Errorf("%s: env names %s, its annotations name GPU%d (%s)", pod.Name, kv.Value, idx, want)
-		}
+		env[kv.Name] = kv.Value
+	}
+	return env
+}
+
+// admitOK admits pod and checks that its container got the card its annotations name.
+func (e *env) admitOK(kubelet *admitted, cards []contract.GPU, pod *v1.Pod) {
+	e.t.Helper()
+	env := e.admit(kubelet, pod)
+	idx, _ := strconv.Atoi(pod.Annotations[contract.AnnotationIndex])
+	if want := uuidOf(e.t, cards, idx); env[contract.EnvVisibleDevices] != want {
+		e.t.Errorf("%s: env names %s, its annotations name GPU%d (%s)", pod.Name, env[contract.EnvVisibleDevices], idx, want)
 	}
 }

@@ -64,27 +64,12 @@ func run(ctx context.Context, o options) error {
 	if o.pods > o.nodes*8*16/2 {
 		return fmt.Errorf("%d pods of up to 8 GiB may not fit %d nodes of 8 x 16 GiB; use at most %d", o.pods, o.nodes, o.nodes*8*16/2)
 	}
-	root, err := framework.RepoRoot()
+	ws, err := framework.NewWorkspace(o.dir, "gpushare-bench-", o.extender)
 	if err != nil {
 		return err
 	}
-	bin, err := framework.EnsureBins(root)
-	if err != nil {
-		return err
-	}
-	dir := o.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "gpushare-bench-"); err != nil {
-			return err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-	}
-	ext := o.extender
-	if ext == "" {
-		if ext, err = framework.BuildGpushare(root, dir, "extender"); err != nil {
-			return err
-		}
-	}
+	defer ws.Cleanup()
+	root, bin, dir, ext := ws.Root, ws.Bin, ws.Dir, ws.Extender
 	alone := filepath.Join(dir, "scheduler-only.yaml")
 	if err := os.WriteFile(alone, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"), 0o644); err != nil {
 		return err

@@ -119,7 +119,7 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	elapsed := time.Since(start)
 	lat := b.latencies()
 	res.PodsPerS = float64(res.bound) / elapsed.Seconds()
-	res.P50Ms, res.P99Ms = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
+	res.P50Ms, res.P99Ms = ms(framework.Percentile(lat, 0.5)), ms(framework.Percentile(lat, 0.99))
 	if res.BindFailures, err = b.bindFailures(ctx); err != nil {
 		return res, err
 	}

@@ -97,29 +97,13 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 		return fmt.Errorf("simulator: %w", err)
 	}
 
-	root, err := framework.RepoRoot()
+	ws, err := framework.NewWorkspace(o.dir, "gpushare-replay-", o.extender)
 	if err != nil {
 		return err
 	}
-	bin, err := framework.EnsureBins(root)
-	if err != nil {
-		return err
-	}
-	dir := o.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "gpushare-replay-"); err != nil {
-			return err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-	}
-	ext := o.extender
-	if ext == "" {
-		if ext, err = framework.BuildGpushare(root, dir, "extender"); err != nil {
-			return err
-		}
-	}
-	p, err := startProduction(ctx, framework.Options{Root: root, Bin: bin, Dir: filepath.Join(dir, "cluster"),
-		SchedulerConfig: o.schedulerConfig, Logf: logf}, ext, o.policy, o.taintGPUNodes)
+	defer ws.Cleanup()
+	p, err := startProduction(ctx, framework.Options{Root: ws.Root, Bin: ws.Bin, Dir: filepath.Join(ws.Dir, "cluster"),
+		SchedulerConfig: o.schedulerConfig, Logf: logf}, ws.Extender, o.policy, o.taintGPUNodes)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"math"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +44,7 @@ type report struct {
 
 // quantiles are the p50 and p99 of ds.
 func quantiles(ds []time.Duration) [2]time.Duration {
-	return [2]time.Duration{percentile(ds, 0.5), percentile(ds, 0.99)}
+	return [2]time.Duration{framework.Percentile(ds, 0.5), framework.Percentile(ds, 0.99)}
 }
 
 func newReport(o options, simulated, produced *sim.Result, latencies []time.Duration, elapsed time.Duration, inv framework.Invariants) report {
@@ -58,7 +55,7 @@ func newReport(o options, simulated, produced *sim.Result, latencies []time.Dura
 			allocation: allocationOf(produced),
 			Placed:     produced.Placed, Rejected: produced.Submitted - produced.Placed,
 			PodsPerS: round2(float64(produced.Submitted) / elapsed.Seconds()),
-			P99Ms:    round2(float64(percentile(latencies, 0.99).Microseconds()) / 1000),
+			P99Ms:    round2(float64(framework.Percentile(latencies, 0.99).Microseconds()) / 1000),
 		},
 		OvercommittedCards: len(inv.Overcommitted),
 		setup:              setupOf(o),
@@ -80,56 +77,22 @@ func allocationOf(r *sim.Result) allocation {
 	return allocation{AllocAt100: round2(r.AllocAt(100)), AllocAt130: round2(r.AllocAt(130))}
 }
 
-// percentile is the q-quantile of ds (nearest rank), 0 when empty.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[max(i, 0)]
-}
-
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 // write prints the table, then the JSON line.
 func (r report) write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	pr := &printer{w: tw}
-	pr.printf("trace %s, policy %s, seed %d; kube-scheduler with %s\n", r.Trace, r.Policy, r.Seed, r.setup)
-	pr.printf("%s\n", "\talloc % at 100 % arrived\talloc % at 130 % arrived\tplaced\trejected\tpods/s\tcreate→bound p99")
-	pr.printf("simulator\t%.2f\t%.2f\t\t\t\t\n", r.Simulator.AllocAt100, r.Simulator.AllocAt130)
-	pr.printf("simulator, the extender's tie order\t%.2f\t%.2f\t\t\t\t\n", r.nameTies.AllocAt100, r.nameTies.AllocAt130)
+	pr := &framework.Printer{W: tw}
+	pr.Printf("trace %s, policy %s, seed %d; kube-scheduler with %s\n", r.Trace, r.Policy, r.Seed, r.setup)
+	pr.Printf("%s\n", "\talloc % at 100 % arrived\talloc % at 130 % arrived\tplaced\trejected\tpods/s\tcreate→bound p99")
+	pr.Printf("simulator\t%.2f\t%.2f\t\t\t\t\n", r.Simulator.AllocAt100, r.Simulator.AllocAt130)
+	pr.Printf("simulator, the extender's tie order\t%.2f\t%.2f\t\t\t\t\n", r.nameTies.AllocAt100, r.nameTies.AllocAt130)
 	p := r.Production
-	pr.printf("production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
+	pr.Printf("production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
 		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
-	pr.printf("cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
-	pr.printf("create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
+	pr.Printf("cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
+	pr.Printf("create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
 		r.gpuLatency[0].Round(time.Millisecond/10), r.gpuLatency[1].Round(time.Millisecond/10),
 		r.cpuLatency[0].Round(time.Millisecond/10), r.cpuLatency[1].Round(time.Millisecond/10))
-	if pr.err != nil {
-		return pr.err
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", raw)
-	return err
-}
-
-// printer prints to w until the first error, which it keeps.
-type printer struct {
-	w   io.Writer
-	err error
-}
-
-func (p *printer) printf(format string, args ...any) {
-	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format, args...)
-	}
+	return pr.Finish(tw.Flush, w, r)
 }
