@@ -53,15 +53,15 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 		}
 	}
 	scores := newScaler(lo, hi)
-	best, podKey := -1, args.Pod.Namespace+"/"+args.Pod.Name
+	best, bestOrder := -1, uint64(0)
 	for i := range out {
 		if !fits[i] {
 			continue
 		}
 		out[i].Score = scores.scale(raw[i])
 		if out[i].Score == extenderv1.MaxExtenderPriority {
-			if best < 0 || placement.TieOrder(podKey, names[i]) < placement.TieOrder(podKey, names[best]) {
-				best = i
+			if order := placement.TieOrder(args.Pod.Namespace, args.Pod.Name, names[i]); best < 0 || order < bestOrder {
+				best, bestOrder = i, order
 			}
 			out[i].Score-- // the best of these gets it back below
 		}

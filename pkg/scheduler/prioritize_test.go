@@ -80,7 +80,7 @@ func TestPrioritizeTiesBrokenByTieOrder(t *testing.T) {
 		pod := st.MakePod().Name(fmt.Sprintf("p%d", i/2)).GPUMem(4).Obj()
 		first := names[0]
 		for _, n := range names {
-			if placement.TieOrder(pod.Namespace+"/"+pod.Name, n) < placement.TieOrder(pod.Namespace+"/"+pod.Name, first) {
+			if placement.TieOrder(pod.Namespace, pod.Name, n) < placement.TieOrder(pod.Namespace, pod.Name, first) {
 				first = n
 			}
 		}

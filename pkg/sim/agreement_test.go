@@ -66,7 +66,7 @@ func TestSimulatorAndExtenderAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			simChoice, ok := p.choose(placement.NewDecision(policy, &req, res), pod.Namespace+"/"+pod.Name)
+			simChoice, ok := p.choose(placement.NewDecision(policy, &req, res), pod)
 			if !ok {
 				t.Fatal("simulator placed nothing")
 			}

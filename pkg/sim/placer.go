@@ -48,7 +48,7 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 		l.Observe(&req, res)
 	}
 	d := placement.NewDecision(p.policy, &req, res)
-	best, ok := p.choose(d, pod.Namespace+"/"+pod.Name)
+	best, ok := p.choose(d, pod)
 	if !ok {
 		return false, nil
 	}
@@ -63,13 +63,13 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 
 // choose is the best node for d's pod among those with its CPU and memory free, ties broken
 // by the tie order.
-func (p *placer) choose(d *placement.Decision, podKey string) (placement.Choice, bool) {
+func (p *placer) choose(d *placement.Decision, pod *v1.Pod) (placement.Choice, bool) {
 	res := d.Resources()
 	admit := func(n *placement.NodeInfo) bool { return podFits(n, res) }
 	before := func(i, j int) bool { return p.rank[i] < p.rank[j] }
 	if p.extenderTies {
 		before = func(i, j int) bool {
-			return placement.TieOrder(podKey, p.names[i]) < placement.TieOrder(podKey, p.names[j])
+			return placement.TieOrder(pod.Namespace, pod.Name, p.names[i]) < placement.TieOrder(pod.Namespace, pod.Name, p.names[j])
 		}
 	}
 	return d.Choose(p.cache.Lookup(p.names), admit, before)
