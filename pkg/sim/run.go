@@ -37,6 +37,8 @@ type Result struct {
 	Curve []float64
 	// Submitted and Placed count pods.
 	Submitted, Placed int
+	// Decisions says, for each submitted pod in order, whether it was placed.
+	Decisions []bool
 	// CapacityMilli is the cluster's GPU capacity in milli-GPU.
 	CapacityMilli int64
 	// Seconds is the wall time of the run.
@@ -94,6 +96,7 @@ func (r *Run) replay(prepare func(*rand.Rand), submit Submit) (*Result, error) {
 			return nil, err
 		}
 		res.Submitted++
+		res.Decisions = append(res.Decisions, placed)
 		arrived += pods[i].GPURequest()
 		if placed {
 			res.Placed++

@@ -35,7 +35,13 @@ type production struct {
 	latencies, gpuLatencies, cpuLatencies []time.Duration
 	// taintGPUNodes taints every node with gpuTaint, which only pods asking gpu-mem tolerate.
 	taintGPUNodes bool
+	// expected are the simulator's decisions for the same sequence (extender's ties); the first
+	// pods production decides otherwise are logged, to find where the two part.
+	expected []bool
 }
+
+// logDivergences is how many pods decided unlike the simulator are logged.
+const logDivergences = 20
 
 // gpuTaint keeps pods without gpu-mem off GPU nodes in the --taint-gpu-nodes experiment.
 var gpuTaint = v1.Taint{Key: "gpushare.io/gpu", Value: "true", Effect: v1.TaintEffectNoSchedule}
@@ -141,7 +147,19 @@ func (p *production) addNode(ctx context.Context, n *sim.Node) error {
 // later (each pod is placed once or rejected).
 func (p *production) submitter(ctx context.Context) sim.Submit {
 	cs := p.cluster.Client
-	submitted, placed, t0 := 0, 0, time.Now()
+	submitted, placed, t0, diverged := 0, 0, time.Now(), 0
+	// note logs a pod that production decides unlike the simulator.
+	note := func(pod *v1.Pod, placedHere bool) {
+		i := submitted - 1
+		if i >= len(p.expected) || p.expected[i] == placedHere || diverged >= logDivergences {
+			return
+		}
+		diverged++
+		c := pod.Spec.Containers[0]
+		logf("pod #%d %s (cpu %s, %s %s, count %s, annotations %v): production placed=%v, simulator placed=%v",
+			i, pod.Name, c.Resources.Requests.Cpu(), p.names.Resource, c.Resources.Limits.Name(p.names.Resource, resource.DecimalSI),
+			c.Resources.Limits.Name(p.names.Count, resource.DecimalSI), pod.Annotations, placedHere, p.expected[i])
+	}
 	return func(pod *v1.Pod) (bool, error) {
 		if submitted++; submitted%1000 == 0 {
 			logf("%d pods submitted, %d placed, %.1f pods/s", submitted, placed, float64(submitted)/time.Since(t0).Seconds())
@@ -160,6 +178,7 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 		}
 		select {
 		case ok := <-decided:
+			note(pod, ok)
 			if ok {
 				placed++
 				took := time.Since(created)

@@ -40,6 +40,35 @@ type report struct {
 	// gpuLatency and cpuLatency are create→bound p50/p99 of the placed pods with and without
 	// gpu-mem, for the table.
 	gpuLatency, cpuLatency [2]time.Duration
+	// differ compares production's decisions with the simulator's under the extender's ties.
+	differ divergence
+}
+
+// divergence counts the pods one run placed and the other rejected.
+type divergence struct {
+	onlyProduction, onlySimulator int
+	// first is the index of the first pod decided differently, -1 if none.
+	first int
+}
+
+// diverge compares two runs of the same submission sequence, pod by pod.
+func diverge(production, simulator *sim.Result) divergence {
+	d := divergence{first: -1}
+	for i := range min(len(production.Decisions), len(simulator.Decisions)) {
+		p, s := production.Decisions[i], simulator.Decisions[i]
+		if p == s {
+			continue
+		}
+		if d.first < 0 {
+			d.first = i
+		}
+		if p {
+			d.onlyProduction++
+		} else {
+			d.onlySimulator++
+		}
+	}
+	return d
 }
 
 // quantiles are the p50 and p99 of ds.
@@ -90,6 +119,8 @@ func (r report) write(w io.Writer) error {
 	p := r.Production
 	pr.Printf("production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
 		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
+	pr.Printf("decided unlike the simulator (extender's ties)\tplaced only in production %d\tonly in the simulator %d\tfirst at pod %d\t\t\t\n",
+		r.differ.onlyProduction, r.differ.onlySimulator, r.differ.first)
 	pr.Printf("cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
 	pr.Printf("create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
 		r.gpuLatency[0].Round(time.Millisecond/10), r.gpuLatency[1].Round(time.Millisecond/10),
