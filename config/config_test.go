@@ -58,6 +58,11 @@ func TestSchedulerConfigs(t *testing.T) {
 				if !strings.HasSuffix(e.URLPrefix, scheduler.Prefix) || !e.NodeCacheCapable {
 					t.Errorf("urlPrefix %q, nodeCacheCapable %v", e.URLPrefix, e.NodeCacheCapable)
 				}
+				// Mutual TLS: the extender requires kube-scheduler's client certificate.
+				if tls := e.TLSConfig; !strings.HasPrefix(e.URLPrefix, "https://") || !e.EnableHTTPS || tls == nil ||
+					tls.Insecure || tls.CertFile == "" || tls.KeyFile == "" || tls.CAFile == "" {
+					t.Errorf("urlPrefix %q, enableHTTPS %v, tlsConfig %+v: want HTTPS with a client certificate and a CA", e.URLPrefix, e.EnableHTTPS, tls)
+				}
 				for _, r := range e.ManagedResources {
 					if r.Name != contract.DefaultResourceName || r.IgnoredByScheduler {
 						t.Errorf("managedResources = %+v", e.ManagedResources)

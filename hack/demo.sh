@@ -103,7 +103,8 @@ if [ -x "$DIR/bin/kubectl-inspect-gpushare" ]; then
 	kubectl inspect gpushare -d
 else
 	echo "(kubectl inspect gpushare is not built yet; the extender's cache instead:)"
-	curl -fsS "$EXTENDER/gpushare-scheduler/inspect"
+	# shellcheck disable=SC2086 # EXTENDER_CURL is several options
+	curl -fsS $EXTENDER_CURL "$EXTENDER/gpushare-scheduler/inspect"
 	echo
 fi
 cat <<MSG
@@ -111,6 +112,6 @@ cat <<MSG
 Demo cluster running ($((SECONDS - T0)) s). Use it with:
   export KUBECONFIG=$KUBECONFIG PATH=$DIR/bin:\$PATH
   kubectl get pods -o wide
-  curl $EXTENDER/gpushare-scheduler/inspect
+  curl $EXTENDER_CURL $EXTENDER/gpushare-scheduler/inspect
 Logs are in $DIR/*.log. Stop everything with: make demo-down
 MSG

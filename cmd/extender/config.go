@@ -11,6 +11,24 @@ import (
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
+// Default listen addresses: HTTPS on every interface, plain HTTP on loopback only.
+const (
+	httpsAddress = ":39999"
+	plainAddress = "127.0.0.1:39999"
+)
+
+// listenAddress is --address, or the default of the serving mode.
+func (c *config) listenAddress() string {
+	switch {
+	case c.address != "":
+		return c.address
+	case c.plainHTTP:
+		return plainAddress
+	default:
+		return httpsAddress
+	}
+}
+
 // config is the extender's command line.
 type config struct {
 	address    string
@@ -21,6 +39,9 @@ type config struct {
 	burst      int
 	maxBody    int64
 	names      contract.Names
+	// tls serves HTTPS; plainHTTP serves plain HTTP instead, only when asked for.
+	tls       scheduler.TLSFiles
+	plainHTTP bool
 	// leaderElect runs leader election among the replicas (only the leader binds).
 	leaderElect bool
 	election    scheduler.ElectionConfig
@@ -35,12 +56,16 @@ func defaultConfig() config {
 	if election.Identity == "" {
 		election.Identity, _ = os.Hostname()
 	}
-	return config{address: ":39999", policy: policies.Default, qps: 200, burst: 400,
+	return config{policy: policies.Default, qps: 200, burst: 400,
 		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election}
 }
 
 func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
-	fs.StringVar(&c.address, "address", c.address, "host:port the extender listens on")
+	fs.StringVar(&c.address, "address", c.address, "host:port the extender listens on (default "+httpsAddress+" for HTTPS, "+plainAddress+" with --plain-http)")
+	fs.StringVar(&c.tls.CertFile, "tls-cert-file", "", "PEM serving certificate (with its chain); reloaded when the file changes")
+	fs.StringVar(&c.tls.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file; reloaded when the file changes")
+	fs.StringVar(&c.tls.ClientCAFile, "client-ca-file", "", "PEM CA bundle: the verbs, /inspect and /debug then require a client certificate signed by it (kube-scheduler's tlsConfig certFile/keyFile); reloaded when the file changes")
+	fs.BoolVar(&c.plainHTTP, "plain-http", false, "serve plain HTTP without authentication (a sidecar of kube-scheduler in the same pod); listens on loopback unless --address says otherwise")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", c.kubeconfig, "kubeconfig file; empty means in-cluster")
 	fs.StringVar(&c.master, "master", c.master, "API server address, overrides the kubeconfig's")
 	fs.StringVar(&c.policy, "policy", c.policy, fmt.Sprintf("placement policy, one of %v", policies.Names()))
@@ -64,6 +89,13 @@ func (c *config) validate(policies policies.Registry) error {
 	}
 	if c.qps <= 0 || c.burst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	switch {
+	case c.plainHTTP && (c.tls != scheduler.TLSFiles{}):
+		errs = append(errs, fmt.Errorf("--plain-http and the TLS files (--tls-cert-file, --tls-private-key-file, --client-ca-file) exclude each other"))
+	case !c.plainHTTP && (c.tls.CertFile == "" || c.tls.KeyFile == ""):
+		errs = append(errs, fmt.Errorf("--tls-cert-file and --tls-private-key-file are required to serve HTTPS; "+
+			"--plain-http serves plain HTTP without authentication instead (on %s by default: a sidecar of kube-scheduler)", plainAddress))
 	}
 	if c.maxBody < 1024 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes must be at least 1024"))

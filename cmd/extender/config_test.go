@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpushare/gpushare/pkg/placement/policies"
+	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -15,7 +16,15 @@ func TestConfigValidate(t *testing.T) {
 		change  func(*config)
 		wantErr []string // substrings the error must contain; none means valid
 	}{
-		{name: "defaults are valid", change: func(*config) {}},
+		{name: "HTTPS with a client CA", change: func(*config) {}},
+		{name: "HTTPS without a client CA", change: func(c *config) { c.tls.ClientCAFile = "" }},
+		{name: "plain HTTP when asked", change: func(c *config) { c.tls, c.plainHTTP = scheduler.TLSFiles{}, true }},
+		{
+			name: "neither TLS files nor --plain-http", change: func(c *config) { c.tls = scheduler.TLSFiles{} },
+			wantErr: []string{"--tls-cert-file and --tls-private-key-file are required", "--plain-http serves plain HTTP", "127.0.0.1:39999"},
+		},
+		{name: "a key without a certificate", change: func(c *config) { c.tls.CertFile = "" }, wantErr: []string{"--tls-cert-file and --tls-private-key-file are required"}},
+		{name: "plain HTTP and TLS files", change: func(c *config) { c.plainHTTP = true }, wantErr: []string{"--plain-http and the TLS files"}},
 		{name: "spread policy", change: func(c *config) { c.policy = "spread" }},
 		{name: "MiB unit", change: func(c *config) { c.names.Unit = resource.MustParse("1Mi") }},
 		{name: "unknown policy", change: func(c *config) { c.policy = "fastest" }, wantErr: []string{`unknown policy "fastest"`, "binpack", "spread"}},
@@ -34,6 +43,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := defaultConfig()
+			c.tls = scheduler.TLSFiles{CertFile: "tls.crt", KeyFile: "tls.key", ClientCAFile: "ca.crt"}
 			tc.change(&c)
 			err := c.validate(policies.NewRegistry())
 			if len(tc.wantErr) == 0 {
@@ -49,6 +59,27 @@ func TestConfigValidate(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("validate() = %q, want it to contain %q", err, want)
 				}
+			}
+		})
+	}
+}
+
+func TestListenAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		address string
+		plain   bool
+		want    string
+	}{
+		{"HTTPS listens everywhere", "", false, ":39999"},
+		{"plain HTTP listens on loopback", "", true, "127.0.0.1:39999"},
+		{"--address wins", "0.0.0.0:8080", true, "0.0.0.0:8080"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := defaultConfig()
+			c.address, c.plainHTTP = tc.address, tc.plain
+			if got := c.listenAddress(); got != tc.want {
+				t.Errorf("listenAddress() = %q, want %q", got, tc.want)
 			}
 		})
 	}

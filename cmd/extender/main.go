@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net"
@@ -49,7 +50,8 @@ const policySyncPeriod = time.Minute
 
 func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting gpushare extender", "version", version.Version, "address", cfg.address, "policy", cfg.policy,
+	logger.Info("Starting gpushare extender", "version", version.Version, "address", cfg.listenAddress(), "https", !cfg.plainHTTP,
+		"clientCertRequired", cfg.tls.ClientCAFile != "", "policy", cfg.policy,
 		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)
 	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
 	if err != nil {
@@ -67,15 +69,15 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	if err != nil {
 		return fmt.Errorf("informers: %w", err)
 	}
-	ln, err := net.Listen("tcp", cfg.address)
+	ln, err := listen(cfg, logger)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { stopInformers(); factory.Shutdown() }()
 	factory.Start(informerCtx.Done())
 	ready := func() bool { return allSynced(synced) }
-	var opts []scheduler.Option
+	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister())}
 	if cfg.leaderElect {
 		elector, stopElection, err := startElection(ctx, rc, cfg.election)
 		if err != nil {
@@ -91,11 +93,34 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 			ext.RunPolicySync(informerCtx, policySyncPeriod)
 		}
 	}()
-	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, cfg.maxBody, logger))
+	hcfg := scheduler.HandlerConfig{MaxBody: cfg.maxBody, RequireClientCert: cfg.tls.ClientCAFile != ""}
+	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, hcfg, logger))
 	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleOnExit)
 	defer cancel()
 	ext.WaitSettled(settleCtx) // binds of unknown outcome still being settled
 	return err
+}
+
+// listen opens the extender's port: HTTPS with cfg's files, or plain HTTP when asked for.
+func listen(cfg *config, logger klog.Logger) (net.Listener, error) {
+	var tlsCfg *tls.Config
+	if !cfg.plainHTTP {
+		var err error
+		if tlsCfg, err = cfg.tls.ServerConfig(logger.WithName("tls")); err != nil {
+			return nil, fmt.Errorf("TLS: %w", err)
+		}
+		if cfg.tls.ClientCAFile == "" {
+			logger.Info("Warning: no --client-ca-file: any client that reaches the port can call bind")
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.listenAddress())
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	return ln, nil
 }
 
 // settleOnExit is how long a stopping extender waits for binds of unknown outcome to settle.

@@ -198,7 +198,7 @@ func BenchmarkHTTPFilterPrioritize(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			bc := newBenchCluster(b, n, "binpack")
-			h := NewHandler(bc.ext, func() bool { return true }, 64<<20, klog.Background())
+			h := NewHandler(bc.ext, func() bool { return true }, HandlerConfig{MaxBody: 64 << 20}, klog.Background())
 			post := func(path string, body []byte) []byte {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Prefix+path, bytes.NewReader(body)))

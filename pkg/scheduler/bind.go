@@ -45,6 +45,9 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", klog.KObj(pod), err)
 	}
+	if err := e.checkBind(pod, &req, args.Node); err != nil {
+		return err
+	}
 	e.inflight.begin(pod.UID)
 	settling := false
 	defer func() {

@@ -20,6 +20,7 @@ import (
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
 func bindArgs(pod, node string) *extenderv1.ExtenderBindingArgs {
@@ -47,8 +48,13 @@ func failWith(verb, sub string, err error) k8stesting.ReactionFunc {
 }
 
 func TestBind(t *testing.T) {
-	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj(), st.MakeNode("n2").GPUs(16).Obj()}
+	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Label("zone", "a").Taint("gpu", "shared", v1.TaintEffectNoSchedule).Obj(),
+		st.MakeNode("n2").GPUs(16).Obj()}
 	full := st.MakePod().Name("x").GPUMem(10).Node("n1").Placement(`{"0":{"0":10}}`).Obj()
+	// pod is a pending pod asking units, tolerating n1's taint as GPU pods there must.
+	pod := func(units int64) *st.PodWrapper {
+		return st.MakePod().Name("p").GPUMem(units).Tolerate("gpu", "shared", v1.TaintEffectNoSchedule)
+	}
 	tests := []struct {
 		name      string
 		pods      []*v1.Pod
@@ -59,28 +65,34 @@ func TestBind(t *testing.T) {
 		wantAlloc string // placement annotation on the API pod afterwards; "" for none
 		wantCache []int64
 	}{
-		{name: "binds on the tightest card", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(4).Obj()},
+		{name: "binds on the tightest card", pods: []*v1.Pod{full, pod(4).Obj()},
 			args: bindArgs("p", "n1"), wantNode: "n1", wantAlloc: `{"0":{"0":4}}`, wantCache: []int64{14, 0}},
-		{name: "multi-container", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(6).GPUMem(8).Obj()},
+		{name: "multi-container", pods: []*v1.Pod{full, pod(6).GPUMem(8).Obj()},
 			args: bindArgs("p", "n1"), wantNode: "n1", wantAlloc: `{"0":{"0":6},"1":{"1":8}}`, wantCache: []int64{16, 8}},
 		{name: "retry of a bound pod keeps its card", pods: []*v1.Pod{full,
 			st.MakePod().Name("p").GPUMem(4).Node("n1").Placement(`{"0":{"1":4}}`).Obj()},
 			args: bindArgs("p", "n1"), wantNode: "n1", wantAlloc: `{"0":{"1":4}}`, wantCache: []int64{10, 4}},
 		{name: "bound elsewhere is refused", pods: []*v1.Pod{st.MakePod().Name("p").GPUMem(4).Node("n2").Placement(`{"0":{"0":4}}`).Obj()},
 			args: bindArgs("p", "n1"), wantErr: "already bound to another node", wantNode: "n2", wantAlloc: `{"0":{"0":4}}`, wantCache: []int64{0, 0}},
-		{name: "binding refused rolls back", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(4).Obj()},
+		{name: "binding refused rolls back", pods: []*v1.Pod{full, pod(4).Obj()},
 			inject: refuseOn("create", "binding"), args: bindArgs("p", "n1"), wantErr: "injected create refusal", wantCache: []int64{10, 0}},
-		{name: "no patch: the placement rides on the Binding", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(4).Obj()},
+		{name: "no patch: the placement rides on the Binding", pods: []*v1.Pod{full, pod(4).Obj()},
 			inject: failOn("patch", ""), args: bindArgs("p", "n1"), wantNode: "n1", wantAlloc: `{"0":{"0":4}}`, wantCache: []int64{14, 0}},
-		{name: "does not fit", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(17).Obj()},
+		{name: "does not fit", pods: []*v1.Pod{full, pod(17).Obj()},
 			args: bindArgs("p", "n1"), wantErr: "largest GPU has 16 GiB", wantCache: []int64{10, 0}},
 		{name: "recreated pod", pods: []*v1.Pod{st.MakePod().Name("p").UID("other").GPUMem(4).Obj()},
 			args: bindArgs("p", "n1"), wantErr: "pod was recreated", wantCache: []int64{0, 0}},
 		{name: "unknown pod", args: bindArgs("p", "n1"), wantErr: "not found", wantCache: []int64{0, 0}},
-		{name: "unknown node", pods: []*v1.Pod{st.MakePod().Name("p").GPUMem(4).Obj()},
+		{name: "unknown node", pods: []*v1.Pod{pod(4).Obj()},
 			args: bindArgs("p", "ghost"), wantErr: "unknown node", wantCache: []int64{0, 0}},
-		{name: "pod without gpu-mem binds without annotations", pods: []*v1.Pod{st.MakePod().Name("p").Container().Obj()},
-			args: bindArgs("p", "n1"), wantNode: "n1", wantCache: []int64{0, 0}},
+		{name: "pod without gpu-mem is refused", pods: []*v1.Pod{st.MakePod().Name("p").Container().Tolerate("gpu", "shared", v1.TaintEffectNoSchedule).Obj()},
+			args: bindArgs("p", "n1"), wantErr: "the extender binds only pods it places on GPUs (it asks no aliyun.com/gpu-mem)", wantCache: []int64{0, 0}},
+		{name: "node selector matches", pods: []*v1.Pod{full, pod(4).NodeSelector("zone", "a").Obj()},
+			args: bindArgs("p", "n1"), wantNode: "n1", wantAlloc: `{"0":{"0":4}}`, wantCache: []int64{14, 0}},
+		{name: "node selector of another node is refused", pods: []*v1.Pod{full, pod(4).NodeSelector("zone", "b").Obj()},
+			args: bindArgs("p", "n1"), wantErr: "may not run on the node: its node selector or required node affinity does not match", wantCache: []int64{10, 0}},
+		{name: "untolerated taint is refused", pods: []*v1.Pod{full, st.MakePod().Name("p").GPUMem(4).Obj()},
+			args: bindArgs("p", "n1"), wantErr: "it does not tolerate the taint gpu=shared:NoSchedule", wantCache: []int64{10, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +203,7 @@ func (l *learnSpy) Rebuild([]*placement.NodeInfo) {}
 
 // TestBindLearnsOnceAfterBinding: a learning policy learns a pod once, when its Binding has
 // been created: not when the Binding or the annotation patch fails, not again when
-// kube-scheduler retries the bind of a pod already bound, never for a pod without gpu-mem.
+// kube-scheduler retries the bind of a pod already bound, never for a pod without gpu-mem (refused).
 func TestBindLearnsOnceAfterBinding(t *testing.T) {
 	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj()}
 	spy := &learnSpy{}
@@ -212,8 +224,8 @@ func TestBindLearnsOnceAfterBinding(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.ext.Bind(e.ctx, bindArgs("cpu", "n1")); err != nil {
-		t.Fatal(err)
+	if err := e.ext.Bind(e.ctx, bindArgs("cpu", "n1")); !errors.Is(err, scheduler.ErrNotManaged) {
+		t.Fatalf("Bind of a pod without gpu-mem = %v, want ErrNotManaged", err)
 	}
 	if diff := cmp.Diff([]string{"4"}, spy.observed); diff != "" {
 		t.Errorf("pods learned (-want,+got):\n%s", diff)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -25,6 +26,8 @@ type Extender struct {
 	inflight   inflight
 	// leadership, if set, lets this replica bind only while it leads (election.go).
 	leadership Leadership
+	// nodes, if set, are the API's nodes, for Bind's checks of labels and taints.
+	nodes corelisters.NodeLister
 }
 
 // Option configures an Extender.

@@ -11,7 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpushare/gpushare/pkg/cache"
@@ -51,8 +53,15 @@ func newEnvWith(t *testing.T, policy placement.Policy, nodes []*v1.Node, pods ..
 	for _, p := range pods {
 		c.SetPod(p)
 	}
+	nodeIndex := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	for _, n := range nodes {
+		if err := nodeIndex.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ext := scheduler.NewExtender(c, client, policy, contract.DefaultNames(),
-		scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }), scheduler.WithSettleOptions(fastSettle))
+		scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }), scheduler.WithSettleOptions(fastSettle),
+		scheduler.WithNodeLister(corelisters.NewNodeLister(nodeIndex)))
 	t.Cleanup(func() { ext.WaitSettled(context.Background()) })
 	return &env{ctx: ctx, client: client, cache: c, ext: ext}
 }

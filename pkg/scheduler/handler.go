@@ -24,23 +24,33 @@ const DefaultMaxBodyBytes = 64 << 20
 
 // Handler serves the extender over HTTP.
 type Handler struct {
-	ext     *Extender
-	ready   func() bool
-	maxBody int64
-	logger  klog.Logger
+	ext    *Extender
+	ready  func() bool
+	cfg    HandlerConfig
+	logger klog.Logger
+}
+
+// HandlerConfig bounds and guards the extender's HTTP routes.
+type HandlerConfig struct {
+	// MaxBody is the largest request body accepted (413 beyond).
+	MaxBody int64
+	// RequireClientCert refuses the verbs, /inspect and /debug (401) unless the connection
+	// presented a client certificate that TLS verified (TLSFiles.ClientCAFile). Probes,
+	// /version and /metrics stay open.
+	RequireClientCert bool
 }
 
 // NewHandler returns the HTTP routes of ext. ready reports whether the cache has synced.
-func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Logger) http.Handler {
-	h := &Handler{ext: ext, ready: ready, maxBody: maxBody, logger: logger}
+func NewHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog.Logger) http.Handler {
+	h := &Handler{ext: ext, ready: ready, cfg: cfg, logger: logger}
 	r := httprouter.New()
-	r.POST(Prefix+"/filter", h.whenSynced(h.filter))
-	r.POST(Prefix+"/prioritize", h.whenSynced(h.prioritize))
-	r.POST(Prefix+"/bind", h.whenSynced(h.bind))
-	r.POST(Prefix+"/preempt", h.whenSynced(h.preempt))
-	r.GET(Prefix+"/inspect", h.inspectAll)
-	r.GET(Prefix+"/inspect/:node", h.inspectNode)
-	r.GET(Prefix+"/debug/audit", h.whenSynced(h.audit))
+	r.POST(Prefix+"/filter", h.guarded(h.filter))
+	r.POST(Prefix+"/prioritize", h.guarded(h.prioritize))
+	r.POST(Prefix+"/bind", h.guarded(h.bind))
+	r.POST(Prefix+"/preempt", h.guarded(h.preempt))
+	r.GET(Prefix+"/inspect", h.authenticated(h.inspectAll))
+	r.GET(Prefix+"/inspect/:node", h.authenticated(h.inspectNode))
+	r.GET(Prefix+"/debug/audit", h.guarded(h.audit))
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", h.readyz)
 	r.GET("/version", h.version)
@@ -58,6 +68,30 @@ func NewHandler(ext *Extender, ready func() bool, maxBody int64, logger klog.Log
 // has the nodes but not yet all their pods would see used cards as free.
 var ErrNotSynced = errors.New("the extender's cache has not synced with the API server yet; retry shortly")
 
+// ErrNoClientCert answers a guarded route called without a verified client certificate.
+var ErrNoClientCert = errors.New("a client certificate signed by the extender's --client-ca-file is required")
+
+// authenticated refuses a request with 401 unless RequireClientCert is off or TLS verified
+// the client's certificate.
+func (h *Handler) authenticated(handle httprouter.Handle) httprouter.Handle {
+	if !h.cfg.RequireClientCert {
+		return handle
+	}
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			h.ext.metrics.unauthenticated.Add(1)
+			writeError(w, http.StatusUnauthorized, fmt.Errorf("%s: %w", r.URL.Path, ErrNoClientCert))
+			return
+		}
+		handle(w, r, ps)
+	}
+}
+
+// guarded is authenticated, then whenSynced.
+func (h *Handler) guarded(handle httprouter.Handle) httprouter.Handle {
+	return h.authenticated(h.whenSynced(handle))
+}
+
 // whenSynced refuses a request with 503 until the cache has synced.
 func (h *Handler) whenSynced(handle httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
@@ -71,7 +105,7 @@ func (h *Handler) whenSynced(handle httprouter.Handle) httprouter.Handle {
 
 // decode reads a JSON body into v, answering 400 itself when it cannot.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
 	dec := json.NewDecoder(r.Body)
 	err := dec.Decode(v)
 	if err == nil && dec.More() {

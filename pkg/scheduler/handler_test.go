@@ -412,7 +412,7 @@ func runRoute(t *testing.T, tc routeCase) {
 	logger, _ := ktesting.NewTestContext(t)
 	nodes, pods := routeFixture()
 	ext, api := extenderOn(logger, nodes, pods)
-	srv := httptest.NewServer(NewHandler(ext, func() bool { return !tc.notReady }, testBodyLimit, logger))
+	srv := httptest.NewServer(NewHandler(ext, func() bool { return !tc.notReady }, HandlerConfig{MaxBody: testBodyLimit}, logger))
 	defer srv.Close()
 	status, ctype, body := do(t, srv, tc.method, tc.path, tc.body)
 	if status != tc.wantStatus {
@@ -493,6 +493,7 @@ func metricsText(filters, prioritizes, binds, bindFailures, preempts int) string
 		{"gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled).", 0},
 		{"gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound.", 0},
 		{"gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released).", 0},
+		{"gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified.", 0},
 	} {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
 	}
@@ -534,7 +535,7 @@ func TestHandlerMetricsCount(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			nodes, pods := routeFixture()
 			ext, _ := extenderOn(logger, nodes, pods)
-			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, testBodyLimit, logger))
+			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: testBodyLimit}, logger))
 			defer srv.Close()
 			for _, c := range tc.calls {
 				path, body, _ := strings.Cut(c, " ")
@@ -567,7 +568,7 @@ func TestHandlerFilterNeverAddsNodes(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			nodes, pods := routeFixture()
 			ext, _ := extenderOn(logger, nodes, pods)
-			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, testBodyLimit, logger))
+			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: testBodyLimit}, logger))
 			defer srv.Close()
 			body := mustJSON(t, extenderv1.ExtenderArgs{Pod: st.MakePod().Name("p").GPUMem(4).Obj(), NodeNames: tc.nodes})
 			_, _, raw := do(t, srv, http.MethodPost, Prefix+"/filter", body)
@@ -612,7 +613,7 @@ func TestHandlerAudit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, testBodyLimit, logger))
+	srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: testBodyLimit}, logger))
 	defer srv.Close()
 	audit := func() cache.AuditReport {
 		t.Helper()

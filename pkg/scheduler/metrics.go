@@ -12,6 +12,8 @@ type Metrics struct {
 	// unsettled counts Binding failures with an unknown outcome; settledBound and
 	// settledReleased how they were settled.
 	unsettled, settledBound, settledReleased atomic.Int64
+	// unauthenticated counts requests refused for want of a verified client certificate.
+	unauthenticated atomic.Int64
 }
 
 // NewMetrics returns zeroed counters.
@@ -32,6 +34,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		{"gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled).", m.unsettled.Load()},
 		{"gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound.", m.settledBound.Load()},
 		{"gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released).", m.settledReleased.Load()},
+		{"gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified.", m.unauthenticated.Load()},
 	} {
 		n, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
 		total += int64(n)

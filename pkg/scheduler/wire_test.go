@@ -104,7 +104,7 @@ func TestWireGolden(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			nodes, pods := routeFixture()
 			ext, api := extenderOn(logger, nodes, pods)
-			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, DefaultMaxBodyBytes, logger))
+			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: DefaultMaxBodyBytes}, logger))
 			defer srv.Close()
 			var body []byte
 			if tc.request != nil {

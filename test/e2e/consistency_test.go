@@ -53,7 +53,7 @@ func (e *env) compareOnce(cards map[string][]contract.GPU, apiOut *usage, n *int
 		Overcommitted []string `json:"overcommitted"`
 		Differences   []string `json:"differences"`
 	}
-	if err := getJSON(e.ctx, e.ext.URL()+"/gpushare-scheduler/debug/audit", &audit); err != nil {
+	if err := e.ext.GetJSON(e.ctx, "/gpushare-scheduler/debug/audit", &audit); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	if len(audit.Overcommitted)+len(audit.Differences) > 0 {

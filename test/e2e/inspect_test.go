@@ -31,7 +31,7 @@ type inspectJSON struct {
 
 func (e *env) inspect() (inspectJSON, error) {
 	var out inspectJSON
-	err := getJSON(e.ctx, e.ext.URL()+"/gpushare-scheduler/inspect", &out)
+	err := e.ext.GetJSON(e.ctx, "/gpushare-scheduler/inspect", &out)
 	return out, err
 }
 

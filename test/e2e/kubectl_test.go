@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-
-	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
 func execCommand(name string, args ...string) *exec.Cmd { return exec.Command(name, args...) }
@@ -22,5 +19,3 @@ func (e *env) kubectl(args ...string) (string, error) {
 	}
 	return string(out), nil
 }
-
-func getJSON(ctx context.Context, url string, out any) error { return framework.GetJSON(ctx, url, out) }

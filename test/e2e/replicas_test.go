@@ -31,7 +31,7 @@ func TestTwoReplicasLeaderKilledMidBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front, err := framework.StartRoundRobin(e.ext, b)
+	front, err := e.c.StartRoundRobin(e.ext, b)
 	if err != nil {
 		t.Fatal(err)
 	}

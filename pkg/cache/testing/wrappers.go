@@ -78,6 +78,18 @@ func (p *PodWrapper) CPU(milli, memBytes int64) *PodWrapper {
 	return p
 }
 
+// NodeSelector sets spec.nodeSelector to k=v.
+func (p *PodWrapper) NodeSelector(k, v string) *PodWrapper {
+	p.Spec.NodeSelector = map[string]string{k: v}
+	return p
+}
+
+// Tolerate adds a toleration of key=value with effect.
+func (p *PodWrapper) Tolerate(k, v string, effect v1.TaintEffect) *PodWrapper {
+	p.Spec.Tolerations = append(p.Spec.Tolerations, v1.Toleration{Key: k, Operator: v1.TolerationOpEqual, Value: v, Effect: effect})
+	return p
+}
+
 // Node binds the pod to a node.
 func (p *PodWrapper) Node(n string) *PodWrapper { p.Spec.NodeName = n; return p }
 
@@ -159,6 +171,21 @@ func (n *NodeWrapper) GPUs(units ...int64) *NodeWrapper {
 
 // Model sets card i's model.
 func (n *NodeWrapper) Model(i int, model string) *NodeWrapper { n.gpus[i].Model = model; return n }
+
+// Label sets a node label.
+func (n *NodeWrapper) Label(k, v string) *NodeWrapper {
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[k] = v
+	return n
+}
+
+// Taint adds a taint key=value with effect.
+func (n *NodeWrapper) Taint(k, v string, effect v1.TaintEffect) *NodeWrapper {
+	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: k, Value: v, Effect: effect})
+	return n
+}
 
 // Unhealthy marks card i unhealthy.
 func (n *NodeWrapper) Unhealthy(i int) *NodeWrapper { n.gpus[i].Healthy = false; return n }

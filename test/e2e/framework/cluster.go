@@ -17,6 +17,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/gpushare/gpushare/internal/testpki"
 )
 
 // Options configure a Cluster.
@@ -50,6 +52,10 @@ type Cluster struct {
 	Client     kubernetes.Interface
 	// SchedulerName is the name pods must ask for to reach the extender.
 	SchedulerName string
+	// PKI holds the certificates of the extender's mutual TLS: the extender serves
+	// PKI.ServerCert and trusts PKI.CAFile for clients; kube-scheduler and the tests present
+	// PKI.ClientCert.
+	PKI *testpki.PKI
 
 	token   string
 	apiPort int
@@ -76,7 +82,15 @@ func New(o Options) (*Cluster, error) {
 	if _, err := rand.Read(tok); err != nil {
 		return nil, err
 	}
-	return &Cluster{Options: o, token: hex.EncodeToString(tok), SchedulerName: "default-scheduler"}, nil
+	pkiDir := filepath.Join(dir, "pki")
+	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
+		return nil, err
+	}
+	pki, err := testpki.New(pkiDir, "extender-", "127.0.0.1", "localhost")
+	if err != nil {
+		return nil, fmt.Errorf("extender certificates: %w", err)
+	}
+	return &Cluster{Options: o, token: hex.EncodeToString(tok), SchedulerName: "default-scheduler", PKI: pki}, nil
 }
 
 // start runs a binary of the cluster and remembers it for Stop.

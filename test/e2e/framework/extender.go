@@ -14,17 +14,35 @@ import (
 // ExtenderPrefix is the URL path prefix of the extender's routes.
 const ExtenderPrefix = "/gpushare-scheduler"
 
-// Extender is a running gpushare extender process.
+// Extender is a running gpushare extender process, served over HTTPS.
 type Extender struct {
 	Port int
 	Proc *Proc
+	// Client trusts the extender's certificate and presents the cluster's client certificate.
+	Client *http.Client
 }
 
 // Host is host:port of the extender.
 func (e *Extender) Host() string { return "127.0.0.1:" + strconv.Itoa(e.Port) }
 
-// URL is the extender's base URL, e.g. http://127.0.0.1:1234.
-func (e *Extender) URL() string { return "http://" + e.Host() }
+// URL is the extender's base URL, e.g. https://127.0.0.1:1234.
+func (e *Extender) URL() string { return "https://" + e.Host() }
+
+// GetJSON GETs path (e.g. /readyz) from the extender with its client certificate and decodes
+// the JSON answer into out.
+func (e *Extender) GetJSON(ctx context.Context, path string, out any) error {
+	return GetJSON(ctx, e.Client, e.URL()+path, out)
+}
+
+// ExtenderClient is an HTTP client of the cluster's extenders: it trusts their CA and, with
+// cert, presents the client certificate.
+func (c *Cluster) ExtenderClient(cert bool) (*http.Client, error) {
+	cfg, err := c.PKI.ClientTLS(cert)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, MaxIdleConnsPerHost: 4}}, nil
+}
 
 // StartExtender starts the extender binary on port (0: a free one) with extra flags and waits
 // for /readyz (its informers have synced).
@@ -41,12 +59,16 @@ func (c *Cluster) StartExtenderAs(ctx context.Context, name, bin string, port in
 		}
 		port = p
 	}
-	args := append(extenderArgs(c.Kubeconfig, port), extra...)
+	client, err := c.ExtenderClient(true)
+	if err != nil {
+		return nil, err
+	}
+	args := append(extenderArgs(c.Kubeconfig, port, c.PKI), extra...)
 	p, err := c.start(name, bin, args)
 	if err != nil {
 		return nil, err
 	}
-	e := &Extender{Port: port, Proc: p}
+	e := &Extender{Port: port, Proc: p, Client: client}
 	return e, c.WaitExtenderReady(ctx, e)
 }
 
@@ -54,12 +76,17 @@ func (c *Cluster) StartExtenderAs(ctx context.Context, name, bin string, port in
 func (c *Cluster) WaitExtenderReady(ctx context.Context, e *Extender) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
 	return WaitFor(ctx, 100*time.Millisecond, "extender /readyz", func() (bool, error) {
 		if e.Proc.Exited() {
 			return false, fmt.Errorf("extender exited:\n%s", e.Proc.Tail(20))
 		}
-		resp, err := hc.Get(e.URL() + "/readyz")
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, e.URL()+"/readyz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := e.Client.Do(req)
 		if err != nil {
 			return false, err
 		}
@@ -73,19 +100,19 @@ func (e *Extender) Leading(ctx context.Context) (bool, error) {
 	var ready struct {
 		Leading string `json:"leading"`
 	}
-	if err := GetJSON(ctx, e.URL()+"/readyz", &ready); err != nil {
+	if err := e.GetJSON(ctx, "/readyz", &ready); err != nil {
 		return false, err
 	}
 	return ready.Leading == "true", nil
 }
 
-// GetJSON GETs url and decodes the JSON answer into out.
-func GetJSON(ctx context.Context, url string, out any) error {
+// GetJSON GETs url with client and decodes the JSON answer into out.
+func GetJSON(ctx context.Context, client *http.Client, url string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -110,7 +137,7 @@ func (e *Extender) Metrics(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.Client.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,16 @@
 package framework
 
-import "strconv"
+import (
+	"strconv"
 
-// extenderArgs are the flags cmd/extender needs to run against this cluster.
-func extenderArgs(kubeconfig string, port int) []string {
-	return []string{"--kubeconfig=" + kubeconfig, "--address=127.0.0.1:" + strconv.Itoa(port), "--v=2"}
+	"github.com/gpushare/gpushare/internal/testpki"
+)
+
+// extenderArgs are the flags cmd/extender needs to run against this cluster: HTTPS with
+// pki's serving certificate, client certificates of pki's CA required.
+func extenderArgs(kubeconfig string, port int, pki *testpki.PKI) []string {
+	return []string{"--kubeconfig=" + kubeconfig, "--address=127.0.0.1:" + strconv.Itoa(port), "--v=2",
+		"--tls-cert-file=" + pki.ServerCert, "--tls-private-key-file=" + pki.ServerKey, "--client-ca-file=" + pki.CAFile}
 }
 
 // sharePluginArgs are the flags cmd/share-plugin needs for node on a mocked NVML.

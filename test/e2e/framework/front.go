@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -20,8 +21,10 @@ type RoundRobin struct {
 	srv  *http.Server
 }
 
-// StartRoundRobin serves a round-robin front over the extenders on a free loopback port.
-func StartRoundRobin(backends ...*Extender) (*RoundRobin, error) {
+// StartRoundRobin serves a round-robin front over the extenders on a free loopback port. Like
+// the extenders, it serves the cluster's certificate and requires a client certificate; it
+// reaches them with theirs.
+func (c *Cluster) StartRoundRobin(backends ...*Extender) (*RoundRobin, error) {
 	if len(backends) == 0 {
 		return nil, errors.New("round robin without backends")
 	}
@@ -36,11 +39,21 @@ func StartRoundRobin(backends ...*Extender) (*RoundRobin, error) {
 	var next atomic.Uint64
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 		r.SetURL(targets[(next.Add(1)-1)%uint64(len(targets))])
-	}}
+	}, Transport: backends[0].Client.Transport}
+	serving, err := tls.LoadX509KeyPair(c.PKI.ServerCert, c.PKI.ServerKey)
+	if err != nil {
+		return nil, fmt.Errorf("round robin: %w", err)
+	}
+	clients, err := c.PKI.ClientTLS(false)
+	if err != nil {
+		return nil, fmt.Errorf("round robin: %w", err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("round robin: %w", err)
 	}
+	ln = tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{serving},
+		ClientCAs: clients.RootCAs, ClientAuth: tls.RequireAndVerifyClientCert})
 	rr := &RoundRobin{Host: ln.Addr().String(), srv: &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = rr.srv.Serve(ln) }()
 	return rr, nil

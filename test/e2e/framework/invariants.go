@@ -91,7 +91,7 @@ func (c *Cluster) CheckInvariants(ctx context.Context, namespace string, ext *Ex
 		Overcommitted []string `json:"overcommitted"`
 		Differences   []string `json:"differences"`
 	}
-	if err := GetJSON(ctx, ext.URL()+ExtenderPrefix+"/debug/audit", &audit); err != nil {
+	if err := ext.GetJSON(ctx, ExtenderPrefix+"/debug/audit", &audit); err != nil {
 		return inv, fmt.Errorf("extender audit: %w", err)
 	}
 	inv.Differences = audit.Differences

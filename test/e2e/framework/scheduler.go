@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpushare/gpushare/internal/testpki"
 )
 
 // fallbackSchedulerConfig is used only while the repository has no config/scheduler-config.yaml.
@@ -36,16 +38,12 @@ func SchedulerConfigPath(root string) string {
 	return filepath.Join(root, "config", "scheduler-config.yaml")
 }
 
-// SchedulerConfig returns the project's KubeSchedulerConfiguration (config/scheduler-config.yaml,
-// or a built-in equivalent while that file does not exist) rewritten for this cluster: our
-// kubeconfig, leader election on only when asked (with kube-scheduler's default timings), and
-// every extender's urlPrefix pointed at extenderHost (host:port) with its path kept. It also
-// returns the first profile's schedulerName.
-func SchedulerConfig(root, kubeconfig, extenderHost string, leaderElect bool) ([]byte, string, error) {
-	return schedulerConfigFrom(SchedulerConfigPath(root), kubeconfig, extenderHost, leaderElect, 0, 0)
-}
-
-func schedulerConfigFrom(path, kubeconfig, extenderHost string, leaderElect bool, qps float64, burst int) ([]byte, string, error) {
+// schedulerConfigFrom returns the KubeSchedulerConfiguration in path rewritten for this
+// cluster: our kubeconfig, leader election on only when asked (with kube-scheduler's default
+// timings), and every extender's urlPrefix pointed at extenderHost (host:port) with its path
+// kept, over HTTPS with pki's client certificate (mutual TLS). It also returns the first
+// profile's schedulerName.
+func schedulerConfigFrom(path, kubeconfig, extenderHost string, pki *testpki.PKI, leaderElect bool, qps float64, burst int) ([]byte, string, error) {
 	raw, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		raw, err = []byte(fallbackSchedulerConfig), nil
@@ -74,9 +72,10 @@ func schedulerConfigFrom(path, kubeconfig, extenderHost string, leaderElect bool
 		if err != nil {
 			return nil, "", fmt.Errorf("extender urlPrefix %q: %w", prefix, err)
 		}
-		u.Scheme, u.Host = "http", extenderHost
+		u.Scheme, u.Host = "https", extenderHost
 		m["urlPrefix"] = u.String()
-		m["enableHTTPS"] = false
+		m["enableHTTPS"] = true
+		m["tlsConfig"] = map[string]any{"certFile": pki.ClientCert, "keyFile": pki.ClientKey, "caFile": pki.CAFile}
 	}
 	name := "default-scheduler"
 	if profiles, _ := cfg["profiles"].([]any); len(profiles) > 0 {
@@ -119,7 +118,7 @@ func (c *Cluster) StartSchedulerAs(name, extenderHost string, leaderElect bool) 
 	if file == "" {
 		file = SchedulerConfigPath(c.Root)
 	}
-	cfg, schedName, err := schedulerConfigFrom(file, c.Kubeconfig, extenderHost, leaderElect, c.SchedulerQPS, c.SchedulerBurst)
+	cfg, schedName, err := schedulerConfigFrom(file, c.Kubeconfig, extenderHost, c.PKI, leaderElect, c.SchedulerQPS, c.SchedulerBurst)
 	if err != nil {
 		return nil, err
 	}

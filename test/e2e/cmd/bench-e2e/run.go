@@ -167,7 +167,7 @@ func (b *bench) addNodes(ctx context.Context) error {
 		var inv struct {
 			Nodes []struct{} `json:"nodes"`
 		}
-		err := framework.GetJSON(ctx, b.ext.URL()+framework.ExtenderPrefix+"/inspect", &inv)
+		err := b.ext.GetJSON(ctx, framework.ExtenderPrefix+"/inspect", &inv)
 		return err == nil && len(inv.Nodes) == b.o.nodes, err
 	})
 }

@@ -116,7 +116,7 @@ func (p *production) addNodes(ctx context.Context, nodes []sim.Node) error {
 		var inv struct {
 			Nodes []json.RawMessage `json:"nodes"`
 		}
-		err := framework.GetJSON(ctx, p.ext.URL()+framework.ExtenderPrefix+"/inspect", &inv)
+		err := p.ext.GetJSON(ctx, framework.ExtenderPrefix+"/inspect", &inv)
 		return err == nil && len(inv.Nodes) == len(nodes), err
 	}); err != nil {
 		return err

@@ -90,7 +90,9 @@ func start(ctx context.Context, c *framework.Cluster, cfg upConfig) error {
 			return err
 		}
 	}
-	env := fmt.Sprintf("KUBECONFIG=%s\nEXTENDER=%s\nSCHEDULER_NAME=%s\n", c.Kubeconfig, ext.URL(), c.SchedulerName)
+	// EXTENDER_CURL: the options curl needs for the extender's mutual TLS.
+	curl := fmt.Sprintf("--cacert %s --cert %s --key %s", c.PKI.CAFile, c.PKI.ClientCert, c.PKI.ClientKey)
+	env := fmt.Sprintf("KUBECONFIG=%s\nEXTENDER=%s\nEXTENDER_CURL=%q\nSCHEDULER_NAME=%s\n", c.Kubeconfig, ext.URL(), curl, c.SchedulerName)
 	if err := os.WriteFile(filepath.Join(c.Dir, "env"), []byte(env), 0o644); err != nil {
 		return err
 	}

@@ -1,0 +1,137 @@
+package scheduler
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// TLSFiles names the PEM files of the extender's HTTPS listener.
+type TLSFiles struct {
+	// CertFile and KeyFile are the serving certificate (with its chain) and its private key.
+	CertFile, KeyFile string
+	// ClientCAFile, when set, is the CA bundle client certificates must chain to; the
+	// extender's verbs, /inspect and /debug then refuse a request without such a certificate
+	// (RequireClientCert). Probes (/healthz, /readyz, /version) and /metrics stay open.
+	ClientCAFile string
+}
+
+// reloadCheckPeriod is how often, at most, a handshake looks whether the files changed.
+const reloadCheckPeriod = time.Second
+
+// ServerConfig loads the files and returns a TLS configuration that serves them, reloading the
+// certificate, key and client CA when a file changes on disk (a rotated Secret): each
+// handshake after reloadCheckPeriod compares the files' size and modification time. A reload
+// that fails keeps the last good files and logs why.
+func (f TLSFiles) ServerConfig(logger klog.Logger) (*tls.Config, error) {
+	return f.serverConfig(logger, reloadCheckPeriod)
+}
+
+func (f TLSFiles) serverConfig(logger klog.Logger, period time.Duration) (*tls.Config, error) {
+	if f.CertFile == "" || f.KeyFile == "" {
+		return nil, errors.New("a serving certificate and key are both required")
+	}
+	r := &tlsReloader{files: f, logger: logger, period: period, stamps: map[string]fileStamp{}}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		GetConfigForClient: r.configForClient,
+	}, nil
+}
+
+// fileStamp identifies a file's content cheaply.
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+// tlsReloader holds the current certificate and client CA pool.
+type tlsReloader struct {
+	files  TLSFiles
+	logger klog.Logger
+	period time.Duration // between looks at the files
+
+	mu        sync.Mutex
+	current   *tls.Config
+	stamps    map[string]fileStamp
+	lastCheck time.Time
+}
+
+func (r *tlsReloader) paths() []string {
+	p := []string{r.files.CertFile, r.files.KeyFile}
+	if r.files.ClientCAFile != "" {
+		p = append(p, r.files.ClientCAFile)
+	}
+	return p
+}
+
+// load reads every file and builds the per-connection configuration. Callers hold r.mu or
+// own r alone.
+func (r *tlsReloader) load() error {
+	stamps := map[string]fileStamp{}
+	for _, p := range r.paths() {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("TLS file: %w", err)
+		}
+		stamps[p] = fileStamp{size: st.Size(), mod: st.ModTime()}
+	}
+	cert, err := tls.LoadX509KeyPair(r.files.CertFile, r.files.KeyFile)
+	if err != nil {
+		return fmt.Errorf("serving certificate %s / key %s: %w", r.files.CertFile, r.files.KeyFile, err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if r.files.ClientCAFile != "" {
+		pem, err := os.ReadFile(r.files.ClientCAFile)
+		if err != nil {
+			return fmt.Errorf("client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("client CA %s: no PEM certificate in it", r.files.ClientCAFile)
+		}
+		// Verify a certificate when one is given; the routes that need one refuse requests
+		// without it (probes carry none).
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	r.current, r.stamps = cfg, stamps
+	return nil
+}
+
+// changed reports whether any file differs from what was loaded.
+func (r *tlsReloader) changed() bool {
+	for _, p := range r.paths() {
+		st, err := os.Stat(p)
+		if err != nil {
+			return true // load says why
+		}
+		if (fileStamp{size: st.Size(), mod: st.ModTime()}) != r.stamps[p] {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *tlsReloader) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := time.Now(); now.Sub(r.lastCheck) >= r.period {
+		r.lastCheck = now
+		if r.changed() {
+			if err := r.load(); err != nil {
+				r.logger.Error(err, "Reloading TLS files failed; serving the previous ones")
+			} else {
+				r.logger.Info("Reloaded TLS files", "cert", r.files.CertFile, "clientCA", r.files.ClientCAFile)
+			}
+		}
+	}
+	return r.current, nil
+}
