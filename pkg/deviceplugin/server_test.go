@@ -3,9 +3,11 @@ package deviceplugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,5 +212,39 @@ func TestNewRefusesTooSmallUnit(t *testing.T) {
 	}
 	if _, err := New(nvml.New(host), k8sfake.NewClientset(), WithPodSource(fake.ClientPods{})); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("New without node name = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestSocketIsPrivateWhateverTheUmask: the plugin's socket is 0600 even under umask 000 (it
+// was 0777 then), and it accepts connections at its final path.
+func TestSocketIsPrivateWhateverTheUmask(t *testing.T) {
+	for _, umask := range []int{0o000, 0o022, 0o077} {
+		t.Run(fmt.Sprintf("umask %03o", umask), func(t *testing.T) {
+			old := syscall.Umask(umask)
+			defer syscall.Umask(old)
+			sock := filepath.Join(t.TempDir(), "gpushare.sock")
+			lis, err := listenPrivate(sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lis.Close() }()
+			st, err := os.Stat(sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Mode().Perm(); got != 0o600 {
+				t.Errorf("socket mode %03o, want 600", got)
+			}
+			go func() {
+				if c, err := lis.Accept(); err == nil {
+					_ = c.Close()
+				}
+			}()
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatalf("dial the socket: %v", err)
+			}
+			_ = c.Close()
+		})
 	}
 }
