@@ -63,7 +63,7 @@ func New(names contract.Names, logger klog.Logger) Cache {
 func (c *cacheImpl) SetNode(node *v1.Node) {
 	gpus, src, err := inventoryOf(node, &c.names)
 	if err != nil {
-		c.logger.Info("Node GPU annotation unusable, splitting gpu-mem evenly over gpu-count", "node", klog.KObj(node), "err", err)
+		c.logger.Error(err, "Node's GPU inventory refused in part: see the error for what was used instead", "node", klog.KObj(node), "gpus", len(gpus))
 	} else if src == placement.FromEvenSplit && len(gpus) > 0 {
 		c.logger.V(4).Info("Node has no GPU annotation, splitting gpu-mem evenly over gpu-count", "node", klog.KObj(node))
 	}

@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -174,6 +175,22 @@ func TestNodeInventory(t *testing.T) {
 			return n
 		}(), want: []placement.GPUInfo{{Index: 0, Capacity: 16, Healthy: true}}, src: placement.FromEvenSplit},
 		{name: "no GPUs", node: st.MakeNode("n").Obj(), src: placement.FromEvenSplit},
+		{name: "a billion GPUs get none", node: st.MakeNode("n").EvenSplit(1e9, 1e9).Obj(), src: placement.FromEvenSplit},
+		{name: "64 GPUs are kept", node: st.MakeNode("n").EvenSplit(64*16, 64).Obj(), want: evenCards(64, 16), src: placement.FromEvenSplit},
+		{name: "cards larger than MaxUnitsPerGPU get none", node: st.MakeNode("n").EvenSplit(2*(contract.MaxUnitsPerGPU+1), 2).Obj(), src: placement.FromEvenSplit},
+		{name: "an annotation of 65 GPUs falls back", node: func() *v1.Node {
+			n := st.MakeNode("n").EvenSplit(16, 1).Obj()
+			gpus := make([]contract.GPU, 65)
+			for i := range gpus {
+				gpus[i] = contract.GPU{Index: i, Units: 1, Healthy: true}
+			}
+			raw, err := json.Marshal(gpus)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Annotations[contract.DefaultNodeGPUsKey] = string(raw)
+			return n
+		}(), want: []placement.GPUInfo{{Index: 0, Capacity: 16, Healthy: true}}, src: placement.FromEvenSplit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,6 +209,15 @@ func TestNodeInventory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// evenCards are n healthy cards of units each, as an even split makes them.
+func evenCards(n int, units int64) []placement.GPUInfo {
+	out := make([]placement.GPUInfo, n)
+	for i := range out {
+		out[i] = placement.GPUInfo{Index: i, Capacity: units, Healthy: true}
+	}
+	return out
 }
 
 func TestSnapshotsAreImmutable(t *testing.T) {

@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"errors"
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -13,11 +16,13 @@ import (
 func inventoryOf(node *v1.Node, names *contract.Names) ([]placement.GPUInfo, placement.InventorySource, error) {
 	raw, ok := node.Annotations[names.NodeGPUsAnnotation]
 	if !ok {
-		return evenSplit(node, names), placement.FromEvenSplit, nil
+		gpus, err := evenSplit(node, names)
+		return gpus, placement.FromEvenSplit, err
 	}
 	gpus, err := contract.DecodeGPUs(raw)
 	if err != nil {
-		return evenSplit(node, names), placement.FromEvenSplit, err
+		split, splitErr := evenSplit(node, names)
+		return split, placement.FromEvenSplit, errors.Join(err, splitErr)
 	}
 	out := make([]placement.GPUInfo, len(gpus))
 	for i, g := range gpus {
@@ -26,20 +31,30 @@ func inventoryOf(node *v1.Node, names *contract.Names) ([]placement.GPUInfo, pla
 	return out, placement.FromAnnotation, nil
 }
 
-func evenSplit(node *v1.Node, names *contract.Names) []placement.GPUInfo {
+// evenSplit is allocatable gpu-mem split over gpu-count cards; a node beyond MaxGPUsPerNode
+// cards or MaxUnitsPerGPU units per card gets none, and an error says why.
+func evenSplit(node *v1.Node, names *contract.Names) ([]placement.GPUInfo, error) {
 	total := quantity(node, names.Resource)
 	count := quantity(node, names.Count)
 	if total <= 0 {
-		return nil
+		return nil, nil
 	}
 	if count <= 0 {
 		count = 1
+	}
+	switch {
+	case count > contract.MaxGPUsPerNode:
+		return nil, fmt.Errorf("%w: %s=%d, at most %d GPUs per node are accepted; the node gets no GPUs",
+			contract.ErrInvalidInventory, names.Count, count, contract.MaxGPUsPerNode)
+	case total/count > contract.MaxUnitsPerGPU:
+		return nil, fmt.Errorf("%w: %s=%d over %d GPUs is more than %d units per GPU; the node gets no GPUs",
+			contract.ErrInvalidInventory, names.Resource, total, count, contract.MaxUnitsPerGPU)
 	}
 	out := make([]placement.GPUInfo, count)
 	for i := range out {
 		out[i] = placement.GPUInfo{Index: i, Capacity: total / count, Healthy: true}
 	}
-	return out
+	return out, nil
 }
 
 // quantity is the node's allocatable amount of a resource, else its capacity, else 0.

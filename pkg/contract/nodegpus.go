@@ -36,15 +36,28 @@ func EncodeGPUs(gpus []GPU) (string, error) {
 }
 
 // DecodeGPUs parses and checks the annotation value; the result is sorted by index.
+// The annotation, its cards, their units and strings must stay within MaxInventoryBytes,
+// MaxGPUsPerNode, MaxUnitsPerGPU and MaxGPUFieldLength.
 func DecodeGPUs(raw string) ([]GPU, error) {
+	if len(raw) > MaxInventoryBytes {
+		return nil, fmt.Errorf("%w: %d bytes long, at most %d are accepted", ErrInvalidInventory, len(raw), MaxInventoryBytes)
+	}
 	var gpus []GPU
 	if err := json.Unmarshal([]byte(raw), &gpus); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInventory, err)
 	}
+	if len(gpus) > MaxGPUsPerNode {
+		return nil, fmt.Errorf("%w: %d GPUs, at most %d per node are accepted", ErrInvalidInventory, len(gpus), MaxGPUsPerNode)
+	}
 	seen := map[int]bool{}
 	for _, g := range gpus {
-		if g.Index < 0 || g.Units < 0 || seen[g.Index] {
+		switch {
+		case g.Index < 0 || g.Units < 0 || seen[g.Index]:
 			return nil, fmt.Errorf("%w: GPU index %d with %d units (negative or repeated)", ErrInvalidInventory, g.Index, g.Units)
+		case g.Units > MaxUnitsPerGPU:
+			return nil, fmt.Errorf("%w: GPU %d has %d units, at most %d are accepted", ErrInvalidInventory, g.Index, g.Units, MaxUnitsPerGPU)
+		case len(g.UUID) > MaxGPUFieldLength || len(g.Model) > MaxGPUFieldLength:
+			return nil, fmt.Errorf("%w: GPU %d's UUID or model is longer than %d bytes", ErrInvalidInventory, g.Index, MaxGPUFieldLength)
 		}
 		seen[g.Index] = true
 	}

@@ -46,12 +46,36 @@ func ParseRequest(pod *v1.Pod, names *Names) (PodRequest, error) {
 		}
 	}
 	if v, ok := pod.Annotations[names.ModelAnnotation]; ok && !req.Empty() {
-		req.Models = gpumem.ParseModels(v)
-		if len(req.Models) == 0 {
-			return PodRequest{}, fmt.Errorf("%w: annotation %s=%q names no model", ErrInvalidRequest, names.ModelAnnotation, v)
+		models, err := parseModels(v, names)
+		if err != nil {
+			return PodRequest{}, err
 		}
+		req.SetModels(models)
 	}
 	return req, nil
+}
+
+// parseModels splits the model annotation v into its entries, within MaxModelEntries entries
+// of MaxModelEntryLength bytes; the length is checked before anything is split.
+func parseModels(v string, names *Names) ([]string, error) {
+	if len(v) > MaxModelEntries*(MaxModelEntryLength+1) {
+		return nil, fmt.Errorf("%w: annotation %s is %d bytes long; at most %d entries of %d bytes each are accepted",
+			ErrInvalidRequest, names.ModelAnnotation, len(v), MaxModelEntries, MaxModelEntryLength)
+	}
+	models := gpumem.ParseModels(v)
+	switch {
+	case len(models) == 0:
+		return nil, fmt.Errorf("%w: annotation %s=%q names no model", ErrInvalidRequest, names.ModelAnnotation, v)
+	case len(models) > MaxModelEntries:
+		return nil, fmt.Errorf("%w: annotation %s names %d models; at most %d are accepted", ErrInvalidRequest, names.ModelAnnotation, len(models), MaxModelEntries)
+	}
+	for _, m := range models {
+		if len(m) > MaxModelEntryLength {
+			return nil, fmt.Errorf("%w: annotation %s: model %.20q... is %d bytes long; at most %d are accepted",
+				ErrInvalidRequest, names.ModelAnnotation, m, len(m), MaxModelEntryLength)
+		}
+	}
+	return models, nil
 }
 
 // addContainer appends c's ask to r, if it asks gpu-mem.

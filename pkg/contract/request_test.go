@@ -2,15 +2,27 @@ package contract_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
+
+// models is n '|'-separated model names of size bytes each.
+func models(n, size int) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("m%0*d", size-1, i)
+	}
+	return strings.Join(out, "|")
+}
 
 func withLimit(p *v1.Pod, q string) *v1.Pod {
 	p.Spec.Containers[0].Resources.Limits[contract.DefaultResourceName] = resource.MustParse(q)
@@ -42,6 +54,11 @@ func TestParseRequest(t *testing.T) {
 		{name: "garbage gpu count", pod: st.MakePod().GPUMem(5).Annotation(contract.DefaultGPUsPerContainer, "two").Obj(), wantErr: true},
 		{name: "zero gpu count", pod: st.MakePod().GPUMem(5).Annotation(contract.DefaultGPUsPerContainer, "0").Obj(), wantErr: true},
 		{name: "empty model list", pod: st.MakePod().GPUMem(5).Annotation(contract.DefaultModelKey, "|").Obj(), wantErr: true},
+		{name: "32 models of 64 bytes", pod: st.MakePod().GPUMem(1).Annotation(contract.DefaultModelKey, models(32, 64)).Obj(),
+			want: contract.PodRequest{Containers: []contract.ContainerRequest{{Key: "0", Name: "c0", Units: 1, GPUs: 1}}, Models: strings.Split(models(32, 64), "|")}},
+		{name: "33 models", pod: st.MakePod().GPUMem(1).Annotation(contract.DefaultModelKey, models(33, 4)).Obj(), wantErr: true},
+		{name: "a 65-byte model", pod: st.MakePod().GPUMem(1).Annotation(contract.DefaultModelKey, models(1, 65)).Obj(), wantErr: true},
+		{name: "a 130 KB model list", pod: st.MakePod().GPUMem(1).Annotation(contract.DefaultModelKey, models(20000, 6)).Obj(), wantErr: true},
 		{name: "negative", pod: withLimit(st.MakePod().GPUMem(1).Obj(), "-2"), wantErr: true},
 		{name: "fractional", pod: withLimit(st.MakePod().GPUMem(1).Obj(), "500m"), wantErr: true},
 		{name: "10G is not 10 GiB", pod: withLimit(st.MakePod().GPUMem(1).Obj(), "10G"), wantErr: true},
@@ -69,7 +86,7 @@ func TestParseRequest(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseRequest() error = %v", err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(contract.PodRequest{}, "ModelTokens")); diff != "" {
 				t.Errorf("ParseRequest() (-want,+got):\n%s", diff)
 			}
 		})

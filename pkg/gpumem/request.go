@@ -24,8 +24,22 @@ func (c ContainerRequest) PerGPU() int64 { return c.Units / int64(c.GPUs) }
 type PodRequest struct {
 	// Containers lists the containers that ask gpu-mem, init containers first.
 	Containers []ContainerRequest
-	// Models lists the accepted GPU models; empty means any.
+	// Models lists the accepted GPU models; empty means any. Set it with SetModels to have
+	// the entries tokenized once for every card they are matched against.
 	Models []string
+	// ModelTokens are Models' entries split into matching tokens, derived by SetModels (nil
+	// when Models was set directly: AcceptsModel then tokenizes on every call).
+	ModelTokens [][]string `json:"-"`
+}
+
+// SetModels sets the accepted models and tokenizes them once, so that AcceptsModel costs no
+// parsing per card.
+func (r *PodRequest) SetModels(models []string) {
+	r.Models = models
+	r.ModelTokens = make([][]string, len(models))
+	for i, m := range models {
+		r.ModelTokens[i] = modelTokens(m)
+	}
 }
 
 // Empty is true when the pod asks no GPU memory.
@@ -49,6 +63,15 @@ func (r *PodRequest) TotalUnits() int64 {
 func (r *PodRequest) AcceptsModel(model string) bool {
 	if len(r.Models) == 0 {
 		return true
+	}
+	if len(r.ModelTokens) == len(r.Models) {
+		m := modelTokens(model)
+		for _, e := range r.ModelTokens {
+			if tokensMatch(e, m) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, m := range r.Models {
 		if ModelMatches(m, model) {
@@ -74,7 +97,11 @@ func ParseModels(v string) []string {
 // contiguous run in the model's. So "A100" and "a100-sxm4" match "NVIDIA A100-SXM4-40GB", while
 // "A10" does not.
 func ModelMatches(entry, model string) bool {
-	e, m := modelTokens(entry), modelTokens(model)
+	return tokensMatch(modelTokens(entry), modelTokens(model))
+}
+
+// tokensMatch reports whether the entry's tokens e appear as a contiguous run in m.
+func tokensMatch(e, m []string) bool {
 	if len(e) == 0 {
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/julienschmidt/httprouter"
 	"k8s.io/klog/v2"
@@ -18,9 +19,19 @@ import (
 // Prefix is the URL prefix of the extender's routes (the scheduler config's urlPrefix).
 const Prefix = "/gpushare-scheduler"
 
-// DefaultMaxBodyBytes bounds a request body: a filter call that carries full Node objects for
-// 5,000 nodes stays well below it.
-const DefaultMaxBodyBytes = 64 << 20
+// DefaultMaxBodyBytes bounds a request body. With nodeCacheCapable (the shipped configuration)
+// a filter call for 25,000 candidate names and the largest Pod the API server stores is below
+// 8 MiB; full Node objects (nodeCacheCapable false) need more beyond about 2,000 nodes: raise
+// --max-body-bytes then.
+const DefaultMaxBodyBytes = 16 << 20
+
+// MaxNodeNames bounds the candidate nodes of one filter, prioritize or preempt call: five times
+// the largest cluster Kubernetes supports.
+const MaxNodeNames = 25000
+
+// inflightBodies is how many largest bodies may be read at once (HandlerConfig.MaxInflightBytes
+// defaults to this many MaxBody).
+const inflightBodies = 4
 
 // Handler serves the extender over HTTP.
 type Handler struct {
@@ -28,12 +39,19 @@ type Handler struct {
 	ready  func() bool
 	cfg    HandlerConfig
 	logger klog.Logger
+	// inflight is the body bytes reserved by requests being served (bounded).
+	inflight atomic.Int64
 }
 
 // HandlerConfig bounds and guards the extender's HTTP routes.
 type HandlerConfig struct {
 	// MaxBody is the largest request body accepted (413 beyond).
 	MaxBody int64
+	// MaxInflightBytes bounds the bodies being served at once, each counted at its
+	// Content-Length (MaxBody when unknown); a request beyond it is refused with 503 and
+	// retried by kube-scheduler, so hostile bodies cannot grow the extender without bound.
+	// Zero means 4 x MaxBody.
+	MaxInflightBytes int64
 	// RequireClientCert refuses the verbs, /inspect and /debug (401) unless the connection
 	// presented a client certificate that TLS verified (TLSFiles.ClientCAFile). Probes,
 	// /version and /metrics stay open.
@@ -42,6 +60,15 @@ type HandlerConfig struct {
 
 // NewHandler returns the HTTP routes of ext. ready reports whether the cache has synced.
 func NewHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog.Logger) http.Handler {
+	_, routes := newHandler(ext, ready, cfg, logger)
+	return routes
+}
+
+// newHandler is NewHandler that also returns the Handler behind the routes.
+func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog.Logger) (*Handler, http.Handler) {
+	if cfg.MaxInflightBytes <= 0 {
+		cfg.MaxInflightBytes = inflightBodies * cfg.MaxBody
+	}
 	h := &Handler{ext: ext, ready: ready, cfg: cfg, logger: logger}
 	r := httprouter.New()
 	r.POST(Prefix+"/filter", h.guarded(h.filter))
@@ -61,7 +88,7 @@ func NewHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s is not allowed on %s", req.Method, req.URL.Path))
 	})
-	return r
+	return h, r
 }
 
 // ErrNotSynced answers every verb until the cache has synced with the API server: a cache that
@@ -87,9 +114,35 @@ func (h *Handler) authenticated(handle httprouter.Handle) httprouter.Handle {
 	}
 }
 
-// guarded is authenticated, then whenSynced.
+// guarded is authenticated, then whenSynced, then bounded.
 func (h *Handler) guarded(handle httprouter.Handle) httprouter.Handle {
-	return h.authenticated(h.whenSynced(handle))
+	return h.authenticated(h.whenSynced(h.bounded(handle)))
+}
+
+// ErrBusy answers a request whose body would take the bodies being served past
+// MaxInflightBytes.
+var ErrBusy = errors.New("the extender is serving too many large requests; retry shortly")
+
+// bounded reserves the request's body size for as long as it is served: 413 when it declares
+// more than MaxBody, 503 (ErrBusy) when the reservation does not fit.
+func (h *Handler) bounded(handle httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		n := r.ContentLength
+		switch {
+		case n > h.cfg.MaxBody:
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%s: a body of %d bytes is larger than the %d the extender accepts (--max-body-bytes)", r.URL.Path, n, h.cfg.MaxBody))
+			return
+		case n < 0:
+			n = h.cfg.MaxBody
+		}
+		if h.inflight.Add(n) > h.cfg.MaxInflightBytes {
+			h.inflight.Add(-n)
+			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: %w", r.URL.Path, ErrBusy))
+			return
+		}
+		defer h.inflight.Add(-n)
+		handle(w, r, ps)
+	}
 }
 
 // whenSynced refuses a request with 503 until the cache has synced.
@@ -129,14 +182,30 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var args extenderArgs
-	if h.decode(w, r, &args) {
+	if h.decode(w, r, &args) && h.fewEnoughNodes(w, r, &args) {
 		writeJSON(w, http.StatusOK, h.ext.Filter(h.ctx(r), args.args()))
 	}
 }
 
+// fewEnoughNodes answers 400 itself when args name more than MaxNodeNames candidates.
+func (h *Handler) fewEnoughNodes(w http.ResponseWriter, r *http.Request, args *extenderArgs) bool {
+	n := 0
+	if args.NodeNames != nil {
+		n = len(*args.NodeNames)
+	}
+	if args.Nodes != nil {
+		n = max(n, len(args.Nodes.Items))
+	}
+	if n > MaxNodeNames {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("malformed %s request: %d candidate nodes, at most %d are accepted", r.URL.Path, n, MaxNodeNames))
+		return false
+	}
+	return true
+}
+
 func (h *Handler) prioritize(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var args extenderArgs
-	if !h.decode(w, r, &args) {
+	if !h.decode(w, r, &args) || !h.fewEnoughNodes(w, r, &args) {
 		return
 	}
 	list, err := h.ext.Prioritize(h.ctx(r), args.args())
@@ -167,9 +236,14 @@ func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 
 func (h *Handler) preempt(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var args extenderv1.ExtenderPreemptionArgs
-	if h.decode(w, r, &args) {
-		writeJSON(w, http.StatusOK, h.ext.Preempt(h.ctx(r), &args))
+	if !h.decode(w, r, &args) {
+		return
 	}
+	if n := len(args.NodeNameToVictims) + len(args.NodeNameToMetaVictims); n > MaxNodeNames {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("malformed %s request: %d candidate nodes, at most %d are accepted", r.URL.Path, n, MaxNodeNames))
+		return
+	}
+	writeJSON(w, http.StatusOK, h.ext.Preempt(h.ctx(r), &args))
 }
 
 func (h *Handler) inspectAll(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {

@@ -192,6 +192,10 @@ func TestHandlerRoutes(t *testing.T) {
 	malformed := func(path, detail string) errorBody {
 		return errorBody{Error: "malformed " + path + " request: " + detail}
 	}
+	tooLarge := func(path, body string) errorBody {
+		return errorBody{Error: fmt.Sprintf("%s: a body of %d bytes is larger than the %d the extender accepts (--max-body-bytes)", path, len(body), testBodyLimit)}
+	}
+	oversizeBind := `{"PodName":"` + strings.Repeat("p", 2*testBodyLimit) + `"}`
 	n2, n3, n4 := "GPU memory: largest free block 2 GiB on GPU0, pod needs 4 GiB",
 		"GPU memory: all 1 GPUs of the node are unhealthy",
 		"GPU memory: node is not a GPU-sharing node known to the extender"
@@ -252,7 +256,7 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "filter with an oversize body is a 413", method: http.MethodPost, path: pre + "/filter",
 			body: oversize, wantStatus: http.StatusRequestEntityTooLarge, wantType: jsonType,
-			want: malformed(pre+"/filter", "http: request body too large"),
+			want: tooLarge(pre+"/filter", oversize),
 		},
 		{
 			name: "prioritize scores the nodes in the order given", method: http.MethodPost, path: pre + "/prioritize",
@@ -272,7 +276,7 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "prioritize with an oversize body is a 413", method: http.MethodPost, path: pre + "/prioritize",
 			body: oversize, wantStatus: http.StatusRequestEntityTooLarge, wantType: jsonType,
-			want: malformed(pre+"/prioritize", "http: request body too large"),
+			want: tooLarge(pre+"/prioritize", oversize),
 		},
 		{
 			name: "bind places, annotates and binds the pod", method: http.MethodPost, path: pre + "/bind",
@@ -321,8 +325,8 @@ func TestHandlerRoutes(t *testing.T) {
 		},
 		{
 			name: "bind with an oversize body is a 413", method: http.MethodPost, path: pre + "/bind",
-			body: `{"PodName":"` + strings.Repeat("p", 2*testBodyLimit) + `"}`, wantStatus: http.StatusRequestEntityTooLarge, wantType: jsonType,
-			want: malformed(pre+"/bind", "http: request body too large"),
+			body: oversizeBind, wantStatus: http.StatusRequestEntityTooLarge, wantType: jsonType,
+			want: tooLarge(pre+"/bind", oversizeBind),
 		},
 		{
 			name: "preempt keeps the nodes where the pod fits without the victims", method: http.MethodPost, path: pre + "/preempt",
