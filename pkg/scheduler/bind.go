@@ -81,7 +81,7 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 // place charges the pod's GPU(s) on node and returns the placement annotations for its
 // Binding. When they cannot be made the charge goes.
 func (e *Extender) place(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, node string) (map[string]string, error) {
-	alloc, err := e.assume(pod, req, node)
+	alloc, err := e.assume(ctx, pod, req, node)
 	if err != nil {
 		return nil, err
 	}
@@ -106,14 +106,22 @@ func (e *Extender) alreadyBound(pod *v1.Pod, node string) error {
 
 // assume plans the pod on node and charges the plan, planning again when a concurrent bind took
 // the cards first. An existing assumption for the pod on node is reused.
-func (e *Extender) assume(pod *v1.Pod, req *contract.PodRequest, nodeName string) (contract.Allocation, error) {
+func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, nodeName string) (contract.Allocation, error) {
 	if p, ok := e.cache.Pod(pod.UID); ok {
 		switch {
 		case p.Node == nodeName && p.Allocation != nil:
 			return p.Allocation, nil
 		case p.State == placement.PodAssumed && p.Node != nodeName && !e.inflight.others(pod.UID):
-			// Left by a bind whose outcome could not be settled; the pod was just read unbound
-			// and no bind of it is under way, so that assumption is void.
+			// Left by a bind that has ended: one whose outcome could not be settled (the
+			// assumption is void), or one that bound the pod after this bind read it and before
+			// the informer confirmed it (the assumption is the truth). Only a fresh read tells.
+			cur, err := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("read pod again: %w", err)
+			}
+			if cur.UID == pod.UID && cur.Spec.NodeName != "" {
+				return nil, fmt.Errorf("%w (%s)", ErrAlreadyBound, cur.Spec.NodeName)
+			}
 			e.cache.ForgetPod(pod.UID)
 		}
 	}

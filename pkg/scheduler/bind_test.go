@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -345,5 +346,45 @@ func TestBindUnsettledThenRetriedElsewhere(t *testing.T) {
 	n2, _ := e.cache.Node("n2")
 	if n1.GPUs[0].Used != 0 || n2.GPUs[0].Used != 4 {
 		t.Errorf("cards used n1=%d n2=%d, want 0 and 4", n1.GPUs[0].Used, n2.GPUs[0].Used)
+	}
+}
+
+// TestBindKeepsTheChargeOfAPodBoundMeanwhile: a retried bind that read the pod just before the
+// first bind landed finds the first bind's assumption on another node with no bind under way.
+// The pod is bound (the informer has not said so yet), so its charge must stay: forgetting it
+// let another pod take the memory and put the card over capacity once the informer confirmed
+// the first bind (seen as 7 of 5 units in TestConcurrentBindAndInformerEvents).
+func TestBindKeepsTheChargeOfAPodBoundMeanwhile(t *testing.T) {
+	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj(), st.MakeNode("n2").GPUs(16).Obj()}
+	pending := st.MakePod().Name("p").GPUMem(4).Obj()
+	e := newEnv(t, "binpack", nodes, pending)
+	alloc := contract.Allocation{"0": {0: 4}}
+	names := contract.DefaultNames()
+	req, err := contract.ParseRequest(pending, &names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cache.AssumePod(pending, &req, "n1", alloc); err != nil { // the first bind's charge
+		t.Fatal(err)
+	}
+	bound := st.MakePod().Name("p").GPUMem(4).Node("n1").Allocation(alloc).Obj() // and its Binding landed
+	if _, err := e.client.CoreV1().Pods("default").Update(e.ctx, bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stale := true // the retried bind's first read is from before the Binding
+	e.client.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if stale {
+			stale = false
+			return true, pending.DeepCopy(), nil
+		}
+		return false, nil, nil
+	})
+	if err := e.ext.Bind(e.ctx, bindArgs("p", "n2")); !errors.Is(err, scheduler.ErrAlreadyBound) {
+		t.Fatalf("Bind() = %v, want ErrAlreadyBound", err)
+	}
+	n1, _ := e.cache.Node("n1")
+	n2, _ := e.cache.Node("n2")
+	if diff := cmp.Diff([]int64{4, 0, 0}, []int64{n1.GPUs[0].Used, n1.GPUs[1].Used, n2.GPUs[0].Used}); diff != "" {
+		t.Errorf("units used on n1 GPU0, n1 GPU1, n2 GPU0 (-want,+got):\n%s", diff)
 	}
 }
