@@ -1,0 +1,137 @@
+package config_test
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// TestAdmissionPolicies checks the shipped admission policies against the contract and the RBAC
+// (test/e2e's TestAdmission runs them on a real API server): each file holds one policy and its
+// binding, both deny, the service accounts are those of the RBAC and the names and limits are
+// the contract's defaults.
+func TestAdmissionPolicies(t *testing.T) {
+	placement := []string{contract.AnnotationIndex, contract.AnnotationPod, contract.AnnotationDev,
+		contract.AnnotationAssigned, contract.AnnotationAssumeTime, contract.AnnotationAllocation}
+	plugin := []string{contract.AnnotationAssigned, contract.AnnotationAllocation, contract.AnnotationIndex, contract.AnnotationDev}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		account string // the RBAC file whose ServiceAccount the policy is for, if any
+		want    map[string][]string
+		match   []string // names the matchConditions must also carry (they cannot read variables)
+	}{
+		{"extender", "admission/extender-pods.yaml", "extender/rbac.yaml", map[string][]string{"placementAnnotations": placement}, nil},
+		{"share-plugin-pods", "admission/share-plugin-pods.yaml", "share-plugin/rbac.yaml", map[string][]string{"pluginAnnotations": plugin}, nil},
+		{"share-plugin-nodes", "admission/share-plugin-nodes.yaml", "share-plugin/rbac.yaml", map[string][]string{
+			"inventoryAnnotation": {contract.DefaultNodeGPUsKey}, "countResource": {contract.DefaultCountName}}, nil},
+		{"pod-requests", "admission/pod-requests.yaml", "", map[string][]string{
+			"resource":             {contract.DefaultResourceName},
+			"countKey":             {contract.DefaultGPUsPerContainer},
+			"modelKey":             {contract.DefaultModelKey},
+			"maxUnitsPerContainer": {strconv.Itoa(contract.MaxUnitsPerContainer)},
+			"maxGPUs":              {strconv.Itoa(contract.MaxGPUsPerContainer)},
+			"maxModels":            {strconv.Itoa(contract.MaxModelEntries)},
+			"maxModelEntryLength":  {strconv.Itoa(contract.MaxModelEntryLength)},
+		}, []string{contract.DefaultResourceName, contract.DefaultGPUsPerContainer, contract.DefaultModelKey}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			policy, binding := readPolicy(t, tc.file)
+			if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionv1.Fail {
+				t.Errorf("failurePolicy %v, want Fail", policy.Spec.FailurePolicy)
+			}
+			if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+				t.Errorf("binding %+v, want policy %s with [Deny]", binding.Spec, policy.Name)
+			}
+			for v, want := range tc.want {
+				if diff := cmp.Diff(want, variableLiterals(t, policy, v)); diff != "" {
+					t.Errorf("variable %s (-want,+got):\n%s", v, diff)
+				}
+			}
+			match := tc.match
+			if tc.account != "" {
+				match = append(match, "system:serviceaccount:"+serviceAccount(t, tc.account))
+			}
+			for _, m := range match {
+				if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, "'"+m+"'") {
+					t.Errorf("matchConditions %+v do not name %s", policy.Spec.MatchConditions, m)
+				}
+			}
+		})
+	}
+}
+
+// readPolicy decodes, strictly, the policy and the binding of file.
+func readPolicy(t *testing.T, file string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(raw), "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%s: %d documents, want a policy and its binding", file, len(docs))
+	}
+	var p admissionv1.ValidatingAdmissionPolicy
+	var b admissionv1.ValidatingAdmissionPolicyBinding
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), &p); err != nil || p.Kind != "ValidatingAdmissionPolicy" {
+		t.Fatalf("%s: policy %q: %v", file, p.Kind, err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &b); err != nil || b.Kind != "ValidatingAdmissionPolicyBinding" {
+		t.Fatalf("%s: binding %q: %v", file, b.Kind, err)
+	}
+	return &p, &b
+}
+
+// variableLiterals returns the quoted strings of the named variable's expression, or the
+// expression itself when it has none (a number).
+func variableLiterals(t *testing.T, p *admissionv1.ValidatingAdmissionPolicy, name string) []string {
+	t.Helper()
+	for _, v := range p.Spec.Variables {
+		if v.Name != name {
+			continue
+		}
+		var out []string
+		for _, m := range regexp.MustCompile(`'([^']*)'`).FindAllStringSubmatch(v.Expression, -1) {
+			out = append(out, m[1])
+		}
+		if out == nil {
+			out = []string{strings.TrimSpace(v.Expression)}
+		}
+		return out
+	}
+	t.Fatalf("policy %s has no variable %s", p.Name, name)
+	return nil
+}
+
+// serviceAccount returns "namespace:name" of the ServiceAccount in an RBAC file.
+func serviceAccount(t *testing.T, file string) string {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct{ Name, Namespace string }
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind == "ServiceAccount" {
+			return obj.Metadata.Namespace + ":" + obj.Metadata.Name
+		}
+	}
+	t.Fatalf("%s has no ServiceAccount", file)
+	return ""
+}
