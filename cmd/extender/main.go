@@ -77,7 +77,8 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	defer func() { stopInformers(); factory.Shutdown() }()
 	factory.Start(informerCtx.Done())
 	ready := func() bool { return allSynced(synced) }
-	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister())}
+	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
+		scheduler.WithPodLister(factory.Core().V1().Pods().Lister())}
 	if cfg.leaderElect {
 		elector, stopElection, err := startElection(ctx, rc, cfg.election)
 		if err != nil {

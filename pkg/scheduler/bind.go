@@ -31,7 +31,7 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if !e.Leading() {
 		return fmt.Errorf("bind %s/%s: %w (leader: %q); kube-scheduler will retry", args.PodNamespace, args.PodName, ErrNotLeader, e.leadership.Leader())
 	}
-	pod, err := e.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
+	pod, err := e.readPod(ctx, args)
 	if err != nil {
 		return fmt.Errorf("bind %s/%s: get pod: %w", args.PodNamespace, args.PodName, err)
 	}
@@ -76,6 +76,19 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	e.learn(pod, &req) // now that the pod is bound
 	e.metrics.binds.Add(1)
 	return nil
+}
+
+// readPod returns the pod to bind: the informer's copy when it has the pod kube-scheduler names
+// (same UID), which saves an API call per bind, else the API server's. A stale copy is safe: the
+// Binding carries the UID as a precondition and fails on a pod bound or deleted meanwhile, and
+// bindPod reads the API then. The returned pod must not be modified.
+func (e *Extender) readPod(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*v1.Pod, error) {
+	if e.pods != nil && args.PodUID != "" {
+		if pod, err := e.pods.Pods(args.PodNamespace).Get(args.PodName); err == nil && pod.UID == args.PodUID {
+			return pod, nil
+		}
+	}
+	return e.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 }
 
 // place charges the pod's GPU(s) on node and returns the placement annotations for its

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	k8stesting "k8s.io/client-go/testing"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -386,5 +388,46 @@ func TestBindKeepsTheChargeOfAPodBoundMeanwhile(t *testing.T) {
 	n2, _ := e.cache.Node("n2")
 	if diff := cmp.Diff([]int64{4, 0, 0}, []int64{n1.GPUs[0].Used, n1.GPUs[1].Used, n2.GPUs[0].Used}); diff != "" {
 		t.Errorf("units used on n1 GPU0, n1 GPU1, n2 GPU0 (-want,+got):\n%s", diff)
+	}
+}
+
+// TestBindReadsThePodFromTheInformer: with the pod in the informer (same UID), a bind is one API
+// call, the Binding; without it, or with another pod of that name, the pod is read first.
+func TestBindReadsThePodFromTheInformer(t *testing.T) {
+	pod := st.MakePod().Name("p").GPUMem(4).Obj()
+	recreated := st.MakePod().Name("p").UID("old-uid").GPUMem(4).Obj()
+	for _, tc := range []struct {
+		name     string
+		informer []*v1.Pod
+		want     []string
+	}{
+		{"informer has the pod", []*v1.Pod{pod}, []string{"create pods/binding"}},
+		{"informer lacks the pod", nil, []string{"get pods/", "create pods/binding"}},
+		{"informer has an older pod of that name", []*v1.Pod{recreated}, []string{"get pods/", "create pods/binding"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "binpack", []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}, pod)
+			index := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+			for _, p := range tc.informer {
+				if err := index.Add(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ext := scheduler.NewExtender(e.cache, e.client, newPolicy(t, "binpack"), contract.DefaultNames(), scheduler.WithPodLister(corelisters.NewPodLister(index)))
+			e.client.ClearActions()
+			if err := ext.Bind(e.ctx, bindArgs("p", "n1")); err != nil {
+				t.Fatal(err)
+			}
+			var calls []string
+			for _, a := range e.client.Actions() {
+				calls = append(calls, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+			}
+			if diff := cmp.Diff(tc.want, calls); diff != "" {
+				t.Errorf("API calls of one bind (-want,+got):\n%s", diff)
+			}
+			if got := e.apiPod(t, "p"); got.Spec.NodeName != "n1" || got.Annotations[contract.AnnotationAllocation] != `{"0":{"0":4}}` {
+				t.Errorf("pod on %q with placement %q, want n1 and GPU 0", got.Spec.NodeName, got.Annotations[contract.AnnotationAllocation])
+			}
+		})
 	}
 }

@@ -28,6 +28,8 @@ type Extender struct {
 	leadership Leadership
 	// nodes, if set, are the API's nodes, for Bind's checks of labels and taints.
 	nodes corelisters.NodeLister
+	// pods, if set, are the API's pods as the informer has them: Bind reads its pod there.
+	pods corelisters.PodLister
 }
 
 // Option configures an Extender.
@@ -38,6 +40,10 @@ func WithClock(now func() time.Time) Option { return func(e *Extender) { e.now =
 
 // WithMetrics sets where the extender counts its calls.
 func WithMetrics(m *Metrics) Option { return func(e *Extender) { e.metrics = m } }
+
+// WithPodLister lets Bind read the pod from the informer instead of the API server (one call
+// per bind instead of two); a pod the informer lacks is read from the API server.
+func WithPodLister(l corelisters.PodLister) Option { return func(e *Extender) { e.pods = l } }
 
 // NewExtender returns an extender over c that binds through client.
 func NewExtender(c cache.Cache, client kubernetes.Interface, policy placement.Policy, names contract.Names, opts ...Option) *Extender {
