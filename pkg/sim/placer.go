@@ -25,6 +25,8 @@ type placer struct {
 	rank   []int // rank[i] is node i's position in the seeded tie order
 	// extenderTies breaks ties by the pod's placement.TieOrder instead.
 	extenderTies bool
+	// nodes are the submitted pods' nodes in order, "" for a rejected pod.
+	nodes []string
 }
 
 func newPlacer(nodes []Node, c cache.Cache, policy placement.Policy, perm []int) *placer {
@@ -50,6 +52,7 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 	d := placement.NewDecision(p.policy, &req, res)
 	best, ok := p.choose(d, pod)
 	if !ok {
+		p.nodes = append(p.nodes, "")
 		return false, nil
 	}
 	charge := func(node string, alloc contract.Allocation) (contract.Allocation, error) {
@@ -58,6 +61,7 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 	if _, err := d.Assume(best, p.cache.Node, charge, names.UnitLabel()); err != nil {
 		return false, fmt.Errorf("%w: pod %s on %s: %w", errNotPlaced, pod.Name, best.Node.Name, err)
 	}
+	p.nodes = append(p.nodes, best.Node.Name)
 	return true, nil
 }
 

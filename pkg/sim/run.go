@@ -39,6 +39,9 @@ type Result struct {
 	Submitted, Placed int
 	// Decisions says, for each submitted pod in order, whether it was placed.
 	Decisions []bool
+	// Nodes are the placed pods' nodes, "" for a rejected pod, in submission order (Execute
+	// only: ExecuteOn's submit does not tell).
+	Nodes []string
 	// CapacityMilli is the cluster's GPU capacity in milli-GPU.
 	CapacityMilli int64
 	// Seconds is the wall time of the run.
@@ -56,7 +59,7 @@ func (r *Run) Execute() (*Result, error) {
 		return nil, err
 	}
 	var p *placer
-	return r.replay(func(rng *rand.Rand) {
+	res, err := r.replay(func(rng *rand.Rand) {
 		if o, ok := r.Policy.(placement.Oracle); ok {
 			o.Foresee(demands(r.Pods))
 		}
@@ -66,6 +69,11 @@ func (r *Run) Execute() (*Result, error) {
 		p = newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes))) // drawn either way
 		p.extenderTies = r.ExtenderTieOrder
 	}, func(pod *v1.Pod) (bool, error) { return p.submit(pod, &names) })
+	if err != nil {
+		return nil, err
+	}
+	res.Nodes = p.nodes
+	return res, nil
 }
 
 // Submit places one pod of the sequence, or rejects it, and says which; an error ends the run.

@@ -115,7 +115,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	if err != nil {
 		return err
 	}
-	p.expected = nameTies.Decisions
+	p.expected = nameTies.Nodes
 	start := time.Now()
 	produced, err := r.ExecuteOn(p.submitter(ctx))
 	if err != nil {
@@ -128,6 +128,7 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	}
 	rep := newReport(o, simulated, produced, p.latencies, elapsed, inv)
 	rep.nameTies = allocationOf(nameTies)
+	produced.Nodes = p.nodes
 	rep.differ = diverge(produced, nameTies)
 	rep.gpuLatency, rep.cpuLatency = quantiles(p.gpuLatencies), quantiles(p.cpuLatencies)
 	if err := rep.write(os.Stdout); err != nil {

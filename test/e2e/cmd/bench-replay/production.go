@@ -35,9 +35,12 @@ type production struct {
 	latencies, gpuLatencies, cpuLatencies []time.Duration
 	// taintGPUNodes taints every node with gpuTaint, which only pods asking gpu-mem tolerate.
 	taintGPUNodes bool
-	// expected are the simulator's decisions for the same sequence (extender's ties); the first
-	// pods production decides otherwise are logged, to find where the two part.
-	expected []bool
+	// expected are the simulator's nodes for the same sequence (extender's ties; "" for a
+	// rejected pod); the first pods production places otherwise are logged, to find where the
+	// two part.
+	expected []string
+	// nodes are production's nodes, likewise.
+	nodes []string
 }
 
 // logDivergences is how many pods decided unlike the simulator are logged.
@@ -149,16 +152,16 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 	cs := p.cluster.Client
 	submitted, placed, t0, diverged := 0, 0, time.Now(), 0
 	// note logs a pod that production decides unlike the simulator.
-	note := func(pod *v1.Pod, placedHere bool) {
+	note := func(pod *v1.Pod, node string) {
 		i := submitted - 1
-		if i >= len(p.expected) || p.expected[i] == placedHere || diverged >= logDivergences {
+		if i >= len(p.expected) || p.expected[i] == node || diverged >= logDivergences {
 			return
 		}
 		diverged++
 		c := pod.Spec.Containers[0]
-		logf("pod #%d %s (cpu %s, %s %s, count %s, annotations %v): production placed=%v, simulator placed=%v",
+		logf("pod #%d %s (cpu %s, %s %s, annotations %v): production's node %q, the simulator's %q",
 			i, pod.Name, c.Resources.Requests.Cpu(), p.names.Resource, c.Resources.Limits.Name(p.names.Resource, resource.DecimalSI),
-			c.Resources.Limits.Name(p.names.Count, resource.DecimalSI), pod.Annotations, placedHere, p.expected[i])
+			pod.Annotations, node, p.expected[i])
 	}
 	return func(pod *v1.Pod) (bool, error) {
 		if submitted++; submitted%1000 == 0 {
@@ -177,8 +180,10 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 			return false, fmt.Errorf("create pod %s: %w", pod.Name, err)
 		}
 		select {
-		case ok := <-decided:
-			note(pod, ok)
+		case node := <-decided:
+			ok := node != ""
+			p.nodes = append(p.nodes, node)
+			note(pod, node)
 			if ok {
 				placed++
 				took := time.Since(created)
@@ -203,18 +208,18 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 	}
 }
 
-// outcomes tells each waiting submission whether its pod was bound (true) or found
-// unschedulable (false), from the pod informer.
+// outcomes tells each waiting submission the node its pod was bound to, or "" when it was found
+// unschedulable, from the pod informer.
 type outcomes struct {
 	mu      sync.Mutex
-	waiting map[string]chan bool
+	waiting map[string]chan string
 }
 
-func newOutcomes() *outcomes { return &outcomes{waiting: map[string]chan bool{}} }
+func newOutcomes() *outcomes { return &outcomes{waiting: map[string]chan string{}} }
 
 // expect registers a pod before it is created.
-func (o *outcomes) expect(name string) <-chan bool {
-	ch := make(chan bool, 1)
+func (o *outcomes) expect(name string) <-chan string {
+	ch := make(chan string, 1)
 	o.mu.Lock()
 	o.waiting[name] = ch
 	o.mu.Unlock()
@@ -226,13 +231,7 @@ func (o *outcomes) observe(obj any) {
 	if !ok {
 		return
 	}
-	var placed bool
-	switch {
-	case pod.Spec.NodeName != "":
-		placed = true
-	case unschedulable(pod):
-		placed = false
-	default:
+	if pod.Spec.NodeName == "" && !unschedulable(pod) {
 		return
 	}
 	o.mu.Lock()
@@ -240,7 +239,7 @@ func (o *outcomes) observe(obj any) {
 	delete(o.waiting, pod.Name)
 	o.mu.Unlock()
 	if ok {
-		ch <- placed
+		ch <- pod.Spec.NodeName // "" when unschedulable
 	}
 }
 

@@ -44,16 +44,26 @@ type report struct {
 	differ divergence
 }
 
-// divergence counts the pods one run placed and the other rejected.
+// divergence counts the pods one run placed and the other rejected, and those both placed on
+// different nodes.
 type divergence struct {
-	onlyProduction, onlySimulator int
-	// first is the index of the first pod decided differently, -1 if none.
-	first int
+	onlyProduction, onlySimulator, otherNode int
+	// first is the index of the first pod decided differently, -1 if none; firstNode the first
+	// placed on different nodes.
+	first, firstNode int
 }
 
 // diverge compares two runs of the same submission sequence, pod by pod.
 func diverge(production, simulator *sim.Result) divergence {
-	d := divergence{first: -1}
+	d := divergence{first: -1, firstNode: -1}
+	for i := range min(len(production.Nodes), len(simulator.Nodes)) {
+		if p, s := production.Nodes[i], simulator.Nodes[i]; p != "" && s != "" && p != s {
+			if d.firstNode < 0 {
+				d.firstNode = i
+			}
+			d.otherNode++
+		}
+	}
 	for i := range min(len(production.Decisions), len(simulator.Decisions)) {
 		p, s := production.Decisions[i], simulator.Decisions[i]
 		if p == s {
@@ -121,6 +131,7 @@ func (r report) write(w io.Writer) error {
 		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
 	pr.Printf("decided unlike the simulator (extender's ties)\tplaced only in production %d\tonly in the simulator %d\tfirst at pod %d\t\t\t\n",
 		r.differ.onlyProduction, r.differ.onlySimulator, r.differ.first)
+	pr.Printf("placed on another node than the simulator's\t%d pods\tfirst at pod %d\t\t\t\t\n", r.differ.otherNode, r.differ.firstNode)
 	pr.Printf("cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
 	pr.Printf("create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
 		r.gpuLatency[0].Round(time.Millisecond/10), r.gpuLatency[1].Round(time.Millisecond/10),
