@@ -6,11 +6,17 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// AddEventHandlers feeds c from the factory's node and pod informers and returns the functions
-// that report whether they have synced. Call it before factory.Start.
+// AddEventHandlers feeds c from the factory's node and pod informers, which keep objects
+// trimmed by TrimObject, and returns the functions that report whether they have synced. Call
+// it before factory.Start.
 func AddEventHandlers(c Cache, factory informers.SharedInformerFactory) ([]toolscache.InformerSynced, error) {
 	nodes := factory.Core().V1().Nodes().Informer()
 	pods := factory.Core().V1().Pods().Informer()
+	for _, inf := range []toolscache.SharedIndexInformer{nodes, pods} {
+		if err := inf.SetTransform(TrimObject); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := nodes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { setNode(c, obj) },
 		UpdateFunc: func(_, obj any) { setNode(c, obj) },

@@ -1,0 +1,77 @@
+package cache_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpushare/gpushare/pkg/cache"
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+func TestTrimObjectKeepsWhatPlacementReads(t *testing.T) {
+	full := st.MakePod().Name("p").GPUMem(4).InitGPUMem(2).CPU(2000, 4<<30).Node("n1").
+		Placement(`{"0":{"0":4},"init-0":{"0":2}}`).NodeSelector("zone", "a").Tolerate("gpu", "shared", v1.TaintEffectNoSchedule).Obj()
+	full.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+	full.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}
+	full.Spec.Volumes = []v1.Volume{{Name: "data"}}
+	full.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", Value: "b"}}
+	full.Spec.Containers[0].Command = []string{"sleep", "infinity"}
+	full.Status.Phase = v1.PodRunning
+	full.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue}}
+	full.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c0", Ready: true}}
+
+	trimmed, err := cache.TrimObject(full.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := trimmed.(*v1.Pod)
+	if pod.ManagedFields != nil || pod.Spec.Volumes != nil || pod.Spec.Containers[0].Env != nil ||
+		pod.Spec.Containers[0].Command != nil || pod.Status.ContainerStatuses != nil {
+		t.Errorf("not trimmed: managedFields %v, volumes %v, env %v, command %v, statuses %v", pod.ManagedFields,
+			pod.Spec.Volumes, pod.Spec.Containers[0].Env, pod.Spec.Containers[0].Command, pod.Status.ContainerStatuses)
+	}
+	// What the cache, the planner and Bind read is unchanged.
+	names := contract.DefaultNames()
+	wantReq, err := contract.ParseRequest(full, &names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotReq, err := contract.ParseRequest(pod, &names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantReq, gotReq); diff != "" {
+		t.Errorf("request (-full,+trimmed):\n%s", diff)
+	}
+	if diff := cmp.Diff(cache.PodResources(full), cache.PodResources(pod)); diff != "" {
+		t.Errorf("CPU and memory (-full,+trimmed):\n%s", diff)
+	}
+	keep := func(p *v1.Pod) any {
+		return []any{p.ObjectMeta.Annotations, p.UID, p.Spec.NodeName, p.Spec.NodeSelector, p.Spec.Affinity, p.Spec.Tolerations,
+			p.Spec.Overhead, p.Spec.SchedulerName, p.Status.Phase, p.Status.Conditions, p.Spec.Containers[0].Resources, p.Spec.InitContainers[0].Resources}
+	}
+	if diff := cmp.Diff(keep(full), keep(pod)); diff != "" {
+		t.Errorf("scheduling fields (-full,+trimmed):\n%s", diff)
+	}
+
+	node := st.MakeNode("n1").GPUs(16).Label("zone", "a").Taint("gpu", "shared", v1.TaintEffectNoSchedule).Obj()
+	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	node.Status.Images = []v1.ContainerImage{{Names: []string{"busybox"}, SizeBytes: 1 << 20}}
+	trimmedNode, err := cache.TrimObject(node.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := trimmedNode.(*v1.Node)
+	if n.ManagedFields != nil || n.Status.Images != nil {
+		t.Errorf("node not trimmed: managedFields %v, images %v", n.ManagedFields, n.Status.Images)
+	}
+	if diff := cmp.Diff([]any{node.Labels, node.Annotations, node.Spec.Taints, node.Status.Allocatable},
+		[]any{n.Labels, n.Annotations, n.Spec.Taints, n.Status.Allocatable}); diff != "" {
+		t.Errorf("node fields (-full,+trimmed):\n%s", diff)
+	}
+}
