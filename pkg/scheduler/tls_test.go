@@ -136,7 +136,7 @@ func TestTLSReloadsRotatedFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(dst+".tmp", b, 0o600); err != nil {
+			if err := os.WriteFile(dst+".tmp", b, 0o600); err != nil { //nolint:gosec // G703: paths under t.TempDir()
 				t.Fatal(err)
 			}
 			if err := os.Rename(dst+".tmp", dst); err != nil {
