@@ -18,8 +18,8 @@ type Workspace struct {
 	Cleanup func()
 }
 
-// NewWorkspace finds the repository, builds the pinned binaries if absent, uses dir (a new
-// temporary folder named after prefix when empty) and builds the extender there unless extender
+// NewWorkspace finds the repository, builds the pinned binaries if absent, uses dir (made if
+// missing; a new temporary folder named after prefix when empty) and builds the extender there unless extender
 // names a binary already built.
 func NewWorkspace(dir, prefix, extender string) (*Workspace, error) {
 	root, err := RepoRoot()
@@ -36,6 +36,8 @@ func NewWorkspace(dir, prefix, extender string) (*Workspace, error) {
 			return nil, err
 		}
 		w.Cleanup = func() { _ = os.RemoveAll(w.Dir) }
+	} else if err := os.MkdirAll(w.Dir, 0o755); err != nil { // a folder given but not there yet
+		return nil, err
 	}
 	if w.Extender == "" {
 		if w.Extender, err = BuildGpushare(root, w.Dir, "extender"); err != nil {
