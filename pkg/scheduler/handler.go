@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync/atomic"
 
@@ -161,8 +162,13 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
 	dec := json.NewDecoder(r.Body)
 	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("unexpected data after the JSON value")
+	if err == nil { // nothing but white space may follow (dec.More is false before ']' and '}')
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			var tooBig *http.MaxBytesError
+			if err = errors.New("unexpected data after the JSON value"); errors.As(terr, &tooBig) {
+				err = terr
+			}
+		}
 	}
 	if err != nil {
 		status := http.StatusBadRequest

@@ -235,6 +235,11 @@ func TestHandlerRoutes(t *testing.T) {
 				FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}},
 		},
 		{
+			name: "filter with a closing bracket after the JSON value is a 400 (found by FuzzHandler)", method: http.MethodPost, path: pre + "/filter",
+			body: `{}}0`, wantStatus: http.StatusBadRequest, wantType: jsonType,
+			want: errorBody{Error: "malformed " + pre + "/filter request: unexpected data after the JSON value"},
+		},
+		{
 			name: "filter with data after the JSON value is a 400", method: http.MethodPost, path: pre + "/filter",
 			body: `{"NodeNames":[]} {"NodeNames":["n1"]}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
 			want: errorBody{Error: "malformed " + pre + "/filter request: unexpected data after the JSON value"},
