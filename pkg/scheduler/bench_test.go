@@ -201,14 +201,7 @@ func BenchmarkHTTPFilterPrioritize(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			bc := newBenchCluster(b, n, "binpack")
 			h := NewHandler(bc.ext, func() bool { return true }, HandlerConfig{MaxBody: 64 << 20}, klog.Background())
-			post := func(path string, body []byte) []byte {
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Prefix+path, bytes.NewReader(body)))
-				if rec.Code != http.StatusOK {
-					b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
-				}
-				return rec.Body.Bytes()
-			}
+			post := poster(b, h)
 			filterBody, err := json.Marshal(bc.args)
 			if err != nil {
 				b.Fatal(err)
@@ -241,14 +234,7 @@ func BenchmarkHTTPFilterPrioritizeLatency(b *testing.B) {
 	const nodes = 5000
 	bc := newBenchCluster(b, nodes, policies.Default)
 	h := NewHandler(bc.ext, func() bool { return true }, HandlerConfig{MaxBody: 64 << 20}, klog.Background())
-	post := func(path string, body []byte) []byte {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Prefix+path, bytes.NewReader(body)))
-		if rec.Code != http.StatusOK {
-			b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
-		}
-		return rec.Body.Bytes()
-	}
+	post := poster(b, h)
 	var shapes []*v1.Pod
 	for u := int64(1); u <= 12; u++ {
 		shapes = append(shapes, st.MakePod().Name(fmt.Sprintf("one-%d", u)).GPUMem(u).Obj())
@@ -295,5 +281,17 @@ func BenchmarkHTTPFilterPrioritizeLatency(b *testing.B) {
 			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(times[len(times)*99/100].Microseconds())/1000, "p99-ms")
 		})
+	}
+}
+
+// poster POSTs a body to one of h's routes and returns the answer, failing b unless it is 200.
+func poster(b *testing.B, h http.Handler) func(path string, body []byte) []byte {
+	return func(path string, body []byte) []byte {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Prefix+path, bytes.NewReader(body)))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.Bytes()
 	}
 }
