@@ -202,6 +202,11 @@ func (h *Handler) fewEnoughNodes(w http.ResponseWriter, r *http.Request, args *e
 	if args.Nodes != nil {
 		n = max(n, len(args.Nodes.Items))
 	}
+	return h.atMostMaxNodes(w, r, n)
+}
+
+// atMostMaxNodes answers 400 itself when a request names n > MaxNodeNames candidates.
+func (h *Handler) atMostMaxNodes(w http.ResponseWriter, r *http.Request, n int) bool {
 	if n > MaxNodeNames {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("malformed %s request: %d candidate nodes, at most %d are accepted", r.URL.Path, n, MaxNodeNames))
 		return false
@@ -242,11 +247,7 @@ func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 
 func (h *Handler) preempt(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var args extenderv1.ExtenderPreemptionArgs
-	if !h.decode(w, r, &args) {
-		return
-	}
-	if n := len(args.NodeNameToVictims) + len(args.NodeNameToMetaVictims); n > MaxNodeNames {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("malformed %s request: %d candidate nodes, at most %d are accepted", r.URL.Path, n, MaxNodeNames))
+	if !h.decode(w, r, &args) || !h.atMostMaxNodes(w, r, len(args.NodeNameToVictims)+len(args.NodeNameToMetaVictims)) {
 		return
 	}
 	writeJSON(w, http.StatusOK, h.ext.Preempt(h.ctx(r), &args))
