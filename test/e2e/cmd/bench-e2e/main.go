@@ -31,6 +31,10 @@ type options struct {
 	dir   string
 	// extender is a prebuilt extender binary; empty builds this checkout's.
 	extender string
+	// profile, if set, is a folder for a CPU profile of the extender in each extender run.
+	profile string
+	// extenderArgs are more flags for the extender.
+	extenderArgs string
 }
 
 func main() {
@@ -43,6 +47,8 @@ func main() {
 	flag.DurationVar(&o.stall, "stall", o.stall, "a run that binds nothing for this long has stalled and ends")
 	flag.StringVar(&o.dir, "dir", "", "folder for the clusters' data and logs (default: a temporary folder, removed)")
 	flag.StringVar(&o.extender, "extender", "", "extender binary (default: built from this checkout)")
+	flag.StringVar(&o.profile, "cpu-profile", "", "folder to write a CPU profile of the extender to, per extender run (the run's first 30 s of pods)")
+	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces (e.g. --filter-chooses-node=false)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -51,6 +53,7 @@ func (r *report) write(w io.Writer, o options) error {
 		}
 		pr.Printf("%s\t%.1f\t%.0f ms\t%.0f ms\t%d\t%d%s\t\n", res.Mode, res.PodsPerS, res.P50Ms, res.P99Ms, res.BindFailures, res.bound, stalled)
 	}
+	r.writeCPU(pr)
 	aloneRate, aloneP99 := r.median(modeAlone)
 	extRate, extP99 := r.median(modeExtender)
 	pr.Printf("median\textender %.0f %% of kube-scheduler alone's pods/s, p99 %.2fx\t\t\t\t\t\n", 100*extRate/aloneRate, extP99/aloneP99)
@@ -70,3 +73,30 @@ func medianOf(v []float64) float64 {
 }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
+
+// writeCPU prints, per run, the CPU seconds each process used per 1,000 pods bound, and the
+// machine's load average: on a machine of few cores the processes compete for the same CPUs.
+func (r *report) writeCPU(pr *framework.Printer) {
+	names := map[string]bool{}
+	for _, res := range r.Runs {
+		for n := range res.cpu {
+			names[n] = true
+		}
+	}
+	order := slices.Sorted(maps.Keys(names))
+	pr.Printf("CPU s per 1,000 pods bound\t%s\ttotal\t\n", strings.Join(order, "\t"))
+	for _, res := range r.Runs {
+		if res.bound == 0 {
+			continue
+		}
+		per := 1000 / float64(res.bound)
+		var total time.Duration
+		cols := make([]string, 0, len(order))
+		for _, n := range order {
+			d := res.cpu[n]
+			total += d
+			cols = append(cols, fmt.Sprintf("%.1f", d.Seconds()*per))
+		}
+		pr.Printf("%s\t%s\t%.1f\t\n", res.Mode, strings.Join(cols, "\t"), total.Seconds()*per)
+	}
+}

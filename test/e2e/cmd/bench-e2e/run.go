@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +63,9 @@ type result struct {
 	bound         int
 	stalled       bool
 	overcommitted int
+	// cpu is the CPU time each process used from the first pod created to the last bound
+	// ("bench" is this program: creating the pods and watching them).
+	cpu map[string]time.Duration
 }
 
 func (r result) String() string {
@@ -84,8 +91,18 @@ func (b *bench) run(ctx context.Context) (result, error) {
 		return result{}, err
 	}
 	host := "127.0.0.1:1" // kube-scheduler alone: no extender in its configuration
+	profileAddr := ""
 	if b.mode.extender != "" {
-		if b.ext, err = c.StartExtender(ctx, b.mode.extender, 0, "--v=1"); err != nil {
+		args := append([]string{"--v=1"}, strings.Fields(b.o.extenderArgs)...)
+		if b.o.profile != "" {
+			port, err := framework.FreePort()
+			if err != nil {
+				return result{}, err
+			}
+			profileAddr = fmt.Sprintf("127.0.0.1:%d", port)
+			args = append(args, "--profiling-address="+profileAddr)
+		}
+		if b.ext, err = c.StartExtender(ctx, b.mode.extender, 0, args...); err != nil {
 			return result{}, err
 		}
 		host = b.ext.Host()
@@ -110,6 +127,10 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	factory.Start(ictx.Done())
 	toolscache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
 
+	cpuBefore := b.cpuTimes()
+	if profileAddr != "" {
+		go b.profile(ctx, profileAddr)
+	}
 	start := time.Now()
 	if err := b.createPods(ctx); err != nil {
 		return result{}, err
@@ -117,6 +138,10 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	res := result{Mode: b.mode.name}
 	res.bound, res.stalled = b.waitBound(ctx)
 	elapsed := time.Since(start)
+	res.cpu = b.cpuTimes()
+	for name, d := range cpuBefore {
+		res.cpu[name] -= d
+	}
 	lat := b.latencies()
 	res.PodsPerS = float64(res.bound) / elapsed.Seconds()
 	res.P50Ms, res.P99Ms = ms(framework.Percentile(lat, 0.5)), ms(framework.Percentile(lat, 0.99))
@@ -127,6 +152,40 @@ func (b *bench) run(ctx context.Context) (result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// profile writes a 30 s CPU profile of the extender into o.profile.
+func (b *bench) profile(ctx context.Context, addr string) {
+	path := filepath.Join(b.o.profile, filepath.Base(b.opts.Dir)+".pprof")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=30", nil)
+	if err != nil {
+		logf("profile: %v", err)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		logf("profile: %v", err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, raw, 0o644)
+	}
+	if err != nil {
+		logf("profile: %v", err)
+		return
+	}
+	logf("CPU profile of the extender: %s", path)
+}
+
+// cpuTimes is the CPU time used so far by each process of the cluster and by this program.
+func (b *bench) cpuTimes() map[string]time.Duration {
+	out := b.c.CPUTimes()
+	if d, err := framework.CPUTime(os.Getpid()); err == nil {
+		out["bench"] = d
+	}
+	return out
 }
 
 // addNodes creates the nodes, 16 at a time, each with 8 cards of 16 GiB published as the
