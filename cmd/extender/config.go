@@ -45,6 +45,10 @@ type config struct {
 	// leaderElect runs leader election among the replicas (only the leader binds).
 	leaderElect bool
 	election    scheduler.ElectionConfig
+	// profilingAddress, if set, serves Go's profiles on that loopback address.
+	profilingAddress string
+	// filterChooses answers filter with the one best node (scheduler.WithFilterChoosing).
+	filterChooses bool
 }
 
 func defaultConfig() config {
@@ -57,7 +61,8 @@ func defaultConfig() config {
 		election.Identity, _ = os.Hostname()
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
-		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election}
+		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election,
+		filterChooses: true}
 }
 
 func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
@@ -72,6 +77,8 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.Float64Var(&c.qps, "kube-api-qps", c.qps, "queries per second to the API server (client-go's default 5 capped binds at ~2.7/s)")
 	fs.IntVar(&c.burst, "kube-api-burst", c.burst, "burst of queries to the API server")
 	fs.Int64Var(&c.maxBody, "max-body-bytes", c.maxBody, "largest request body accepted")
+	fs.StringVar(&c.profilingAddress, "profiling-address", "", "loopback host:port to serve Go's runtime profiles on (/debug/pprof/, unauthenticated); empty: off")
+	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
 	fs.StringVar(&c.election.Name, "leader-elect-name", c.election.Name, "name of the Lease")

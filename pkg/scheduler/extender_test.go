@@ -39,6 +39,12 @@ func newEnv(t *testing.T, policyName string, nodes []*v1.Node, pods ...*v1.Pod) 
 // newEnvWith is newEnv with a policy of the caller's.
 func newEnvWith(t *testing.T, policy placement.Policy, nodes []*v1.Node, pods ...*v1.Pod) *env {
 	t.Helper()
+	return newEnvOpts(t, policy, nil, nodes, pods...)
+}
+
+// newEnvOpts is newEnvWith with extender options of the caller's.
+func newEnvOpts(t *testing.T, policy placement.Policy, opts []scheduler.Option, nodes []*v1.Node, pods ...*v1.Pod) *env {
+	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	var objs []runtime.Object
 	for _, p := range pods {
@@ -59,9 +65,9 @@ func newEnvWith(t *testing.T, policy placement.Policy, nodes []*v1.Node, pods ..
 			t.Fatal(err)
 		}
 	}
-	ext := scheduler.NewExtender(c, client, policy, contract.DefaultNames(),
-		scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }), scheduler.WithSettleOptions(fastSettle),
-		scheduler.WithNodeLister(corelisters.NewNodeLister(nodeIndex)))
+	opts = append([]scheduler.Option{scheduler.WithClock(func() time.Time { return time.Unix(0, 1000) }),
+		scheduler.WithSettleOptions(fastSettle), scheduler.WithNodeLister(corelisters.NewNodeLister(nodeIndex))}, opts...)
+	ext := scheduler.NewExtender(c, client, policy, contract.DefaultNames(), opts...)
 	t.Cleanup(func() { ext.WaitSettled(context.Background()) })
 	return &env{ctx: ctx, client: client, cache: c, ext: ext}
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// Filter keeps the nodes on which every gpu-mem container of the pod has a card. It answers in
-// NodeNames when asked with NodeNames (nodeCacheCapable) and in Nodes otherwise, and never
-// returns a node it was not given.
+// Filter keeps the nodes on which every gpu-mem container of the pod has a card; with
+// WithFilterChoosing, only the best of them. It answers in NodeNames when asked with NodeNames
+// (nodeCacheCapable) and in Nodes otherwise, and never returns a node it was not given.
 func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	logger := klog.FromContext(ctx)
 	names := argNodeNames(args)
@@ -32,6 +32,17 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	}
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
+	if e.filterChooses && !req.Empty() {
+		e.scoreNodes(args.Pod, &req, names, buf)
+		if best, _, _ := topNode(args.Pod, names, buf.raw, buf.fits); best >= 0 {
+			clear(buf.fits)
+			buf.fits[best] = true
+			logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "chosen", names[best])
+			e.metrics.filters.Add(1)
+			return e.filterResult(args, res, buf.fits)
+		}
+		clear(buf.fits) // fits nowhere: say why below
+	}
 	failures := buf.failures
 	if !req.Empty() {
 		res := cache.PodResources(args.Pod)

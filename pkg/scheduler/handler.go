@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/julienschmidt/httprouter"
@@ -323,8 +324,17 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	writeJSON(w, status, errorBody{Error: err.Error()})
 }
 
+// writeJSON answers v as JSON with its Content-Length. Without it a large answer goes out
+// chunked, and kube-scheduler, which decodes the JSON value and closes the body without reading
+// the closing chunk, then closes the connection instead of reusing it: a new TLS handshake for
+// nearly every call.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(body)
 }

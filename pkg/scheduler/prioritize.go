@@ -8,9 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Prioritize scores the candidate nodes with the policy. One node alone gets
@@ -33,37 +31,14 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	if err != nil {
 		return out, nil // filter already reported the error
 	}
-	res := cache.PodResources(args.Pod)
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
-	raw, fits := buf.raw, buf.fits
-	parallelize(len(names), func(lo, hi int) {
-		var plan placement.Plan
-		d := placement.NewDecision(e.policy, &req, res) // one per goroutine
-		e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
-			if node != nil {
-				raw[lo+i], fits[lo+i] = d.Score(node, &plan)
-			}
-		})
-	})
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i := range raw {
-		if fits[i] {
-			lo, hi = min(lo, raw[i]), max(hi, raw[i])
-		}
-	}
+	e.scoreNodes(args.Pod, &req, names, buf)
+	best, lo, hi := topNode(args.Pod, names, buf.raw, buf.fits)
 	scores := newScaler(lo, hi)
-	best, bestOrder := -1, uint64(0)
 	for i := range out {
-		if !fits[i] {
-			continue
-		}
-		out[i].Score = scores.scale(raw[i])
-		if out[i].Score == extenderv1.MaxExtenderPriority {
-			if order := placement.TieOrder(args.Pod.Namespace, args.Pod.Name, names[i]); best < 0 || order < bestOrder {
-				best, bestOrder = i, order
-			}
-			out[i].Score-- // the best of these gets it back below
+		if buf.fits[i] {
+			out[i].Score = min(scores.scale(buf.raw[i]), extenderv1.MaxExtenderPriority-1)
 		}
 	}
 	if best >= 0 {

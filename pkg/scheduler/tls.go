@@ -43,9 +43,14 @@ func (f TLSFiles) serverConfig(logger klog.Logger, period time.Duration) (*tls.C
 	}
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
+		NextProtos:         nextProtos(),
 		GetConfigForClient: r.configForClient,
 	}, nil
 }
+
+// nextProtos offers HTTP/2 first: kube-scheduler's client speaks it, and all its calls then
+// share one connection (one TLS handshake) however many binds run at once.
+func nextProtos() []string { return []string{"h2", "http/1.1"} }
 
 // fileStamp identifies a file's content cheaply.
 type fileStamp struct {
@@ -88,7 +93,7 @@ func (r *tlsReloader) load() error {
 	if err != nil {
 		return fmt.Errorf("serving certificate %s / key %s: %w", r.files.CertFile, r.files.KeyFile, err)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: nextProtos(), Certificates: []tls.Certificate{cert}}
 	if r.files.ClientCAFile != "" {
 		pem, err := os.ReadFile(r.files.ClientCAFile)
 		if err != nil {

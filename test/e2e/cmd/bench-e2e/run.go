@@ -130,6 +130,7 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	cpuBefore := b.cpuTimes()
 	if profileAddr != "" {
 		go b.profile(ctx, profileAddr)
+		go b.profileAPIServer(ctx)
 	}
 	start := time.Now()
 	if err := b.createPods(ctx); err != nil {
@@ -177,6 +178,21 @@ func (b *bench) profile(ctx context.Context, addr string) {
 		return
 	}
 	logf("CPU profile of the extender: %s", path)
+}
+
+// profileAPIServer writes a 30 s CPU profile of kube-apiserver into o.profile.
+func (b *bench) profileAPIServer(ctx context.Context) {
+	path := filepath.Join(b.o.profile, filepath.Base(b.opts.Dir)+"-apiserver.pprof")
+	raw, err := b.c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "30").
+		Timeout(time.Minute).DoRaw(ctx)
+	if err == nil {
+		err = os.WriteFile(path, raw, 0o644)
+	}
+	if err != nil {
+		logf("profile of kube-apiserver: %v", err)
+		return
+	}
+	logf("CPU profile of kube-apiserver: %s", path)
 }
 
 // cpuTimes is the CPU time used so far by each process of the cluster and by this program.
