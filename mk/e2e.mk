@@ -53,3 +53,11 @@ RUNS  ?= 3
 .PHONY: bench-e2e
 bench-e2e: e2e-bins ## Throughput on a real control plane, kube-scheduler alone vs + extender: NODES= PODS= RUNS= (table, then one JSON line).
 	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-e2e --nodes "$(NODES)" --pods "$(PODS)" --runs "$(RUNS)" $(BENCH_FLAGS)
+
+# bench-scale: the extender at a large cluster's size (5,000 nodes, 50,000 running pods).
+SCALE_NODES ?= 5000
+SCALE_PODS  ?= 50000
+
+.PHONY: bench-scale
+bench-scale: e2e-bins ## Extender at scale on a real control plane: SCALE_NODES= SCALE_PODS= (ready time, RSS, filter p50/p99 over HTTPS; table, then one JSON line).
+	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-scale --nodes "$(SCALE_NODES)" --pods "$(SCALE_PODS)" $(SCALE_FLAGS)

@@ -7,8 +7,10 @@ import (
 )
 
 // AddEventHandlers feeds c from the factory's node and pod informers, which keep objects
-// trimmed by TrimObject, and returns the functions that report whether they have synced. Call
-// it before factory.Start.
+// trimmed by TrimObject, and returns the functions that report whether c has received every
+// object of the informers' first lists: an informer's own HasSynced turns true when its store
+// is full, while its handlers may still be handing tens of thousands of pods to c. Call it
+// before factory.Start.
 func AddEventHandlers(c Cache, factory informers.SharedInformerFactory) ([]toolscache.InformerSynced, error) {
 	nodes := factory.Core().V1().Nodes().Informer()
 	pods := factory.Core().V1().Pods().Informer()
@@ -17,7 +19,7 @@ func AddEventHandlers(c Cache, factory informers.SharedInformerFactory) ([]tools
 			return nil, err
 		}
 	}
-	if _, err := nodes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	nodeReg, err := nodes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { setNode(c, obj) },
 		UpdateFunc: func(_, obj any) { setNode(c, obj) },
 		DeleteFunc: func(obj any) {
@@ -25,10 +27,11 @@ func AddEventHandlers(c Cache, factory informers.SharedInformerFactory) ([]tools
 				c.RemoveNode(n.Name)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	podReg, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { setPod(c, obj) },
 		UpdateFunc: func(_, obj any) { setPod(c, obj) },
 		DeleteFunc: func(obj any) {
@@ -36,10 +39,11 @@ func AddEventHandlers(c Cache, factory informers.SharedInformerFactory) ([]tools
 				c.RemovePod(p)
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
-	return []toolscache.InformerSynced{nodes.HasSynced, pods.HasSynced}, nil
+	return []toolscache.InformerSynced{nodeReg.HasSynced, podReg.HasSynced}, nil
 }
 
 func setNode(c Cache, obj any) {

@@ -58,3 +58,22 @@ func (c *Cluster) CPUTimes() map[string]time.Duration {
 	}
 	return out
 }
+
+// MemoryKiB is a field of /proc/<pid>/status in KiB, e.g. "VmRSS" (resident memory now) or
+// "VmHWM" (its peak).
+func MemoryKiB(pid int, field string) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status %s: %w", pid, field, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}

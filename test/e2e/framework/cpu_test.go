@@ -51,3 +51,20 @@ func TestCPUTimeOfThisProcess(t *testing.T) {
 		t.Errorf("a 300 ms busy loop added %v of CPU time, want at least 100 ms", after-before)
 	}
 }
+
+func TestMemoryKiBOfThisProcess(t *testing.T) {
+	rss, err := MemoryKiB(os.Getpid(), "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, err := MemoryKiB(os.Getpid(), "VmHWM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss <= 0 || peak < rss {
+		t.Errorf("VmRSS %d KiB, VmHWM %d KiB: want 0 < RSS <= peak", rss, peak)
+	}
+	if _, err := MemoryKiB(os.Getpid(), "NoSuchField"); err == nil {
+		t.Error("MemoryKiB(NoSuchField) = nil error, want one")
+	}
+}

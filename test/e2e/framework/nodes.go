@@ -9,12 +9,32 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 )
+
+// GPUNode is node name as the share-plugin publishes it (n cards of units GiB, model Tesla T4, in
+// the node annotation) and the allocatable to give it with AddReadyNode: 64 CPUs, 256 GiB, 110
+// pods, the cards' gpu-mem and gpu-count.
+func GPUNode(name string, n int, units int64) (*v1.Node, v1.ResourceList, error) {
+	names := contract.DefaultNames()
+	inv, err := contract.EncodeGPUs(Cards(name, "Tesla T4", units, n))
+	if err != nil {
+		return nil, nil, err
+	}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name},
+		Annotations: map[string]string{names.NodeGPUsAnnotation: inv}}}
+	return node, v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("256Gi"),
+		v1.ResourcePods: resource.MustParse("110"),
+		names.Resource:  *resource.NewQuantity(int64(n)*units, resource.DecimalSI),
+		names.Count:     *resource.NewQuantity(int64(n), resource.DecimalSI),
+	}, nil
+}
 
 // Cards returns n healthy cards of the given model and units, indexes 0..n-1, with UUIDs that
 // embed the node name so that every card in the cluster is distinct.

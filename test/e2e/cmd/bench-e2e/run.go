@@ -207,27 +207,17 @@ func (b *bench) cpuTimes() map[string]time.Duration {
 // addNodes creates the nodes, 16 at a time, each with 8 cards of 16 GiB published as the
 // share-plugin does; with the extender it waits until the extender's cache holds them all.
 func (b *bench) addNodes(ctx context.Context) error {
-	names := contract.DefaultNames()
 	sem := make(chan struct{}, 16)
 	errs := make(chan error, b.o.nodes)
 	for i := range b.o.nodes {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			name := fmt.Sprintf("node-%04d", i)
-			inv, err := contract.EncodeGPUs(framework.Cards(name, "Tesla T4", 16, 8))
-			if err != nil {
-				errs <- err
-				return
+			node, alloc, err := framework.GPUNode(fmt.Sprintf("node-%04d", i), 8, 16)
+			if err == nil {
+				err = b.c.AddReadyNode(ctx, node, alloc)
 			}
-			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name},
-				Annotations: map[string]string{names.NodeGPUsAnnotation: inv}}}
-			errs <- b.c.AddReadyNode(ctx, node, v1.ResourceList{
-				v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("256Gi"),
-				v1.ResourcePods: resource.MustParse("110"),
-				names.Resource:  *resource.NewQuantity(8*16, resource.DecimalSI),
-				names.Count:     *resource.NewQuantity(8, resource.DecimalSI),
-			})
+			errs <- err
 		}()
 	}
 	for range b.o.nodes {
