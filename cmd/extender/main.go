@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -66,7 +67,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	policy, _ := policies.New(cfg.policy) // validated
 	c := cache.New(cfg.names, logger.WithName("cache"))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	synced, err := cache.AddEventHandlers(c, factory)
+	synced, err := cache.AddEventHandlers(c, factory, cfg.names)
 	if err != nil {
 		return fmt.Errorf("informers: %w", err)
 	}
@@ -91,6 +92,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	ext := scheduler.NewExtender(c, client, policy, cfg.names, opts...)
 	go func() { // a learning policy starts from the pods already running
 		if toolscache.WaitForCacheSync(informerCtx.Done(), synced...) {
+			debug.FreeOSMemory() // the first lists' decoded objects, garbage now, back to the OS
 			ext.Relearn()
 			ext.RunPolicySync(informerCtx, policySyncPeriod)
 		}

@@ -4,18 +4,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // AddEventHandlers feeds c from the factory's node and pod informers, which keep objects
-// trimmed by TrimObject, and returns the functions that report whether c has received every
+// trimmed by Trimmer(names), and returns the functions that report whether c has received every
 // object of the informers' first lists: an informer's own HasSynced turns true when its store
 // is full, while its handlers may still be handing tens of thousands of pods to c. Call it
 // before factory.Start.
-func AddEventHandlers(c Cache, factory informers.SharedInformerFactory) ([]toolscache.InformerSynced, error) {
+func AddEventHandlers(c Cache, factory informers.SharedInformerFactory, names contract.Names) ([]toolscache.InformerSynced, error) {
 	nodes := factory.Core().V1().Nodes().Informer()
 	pods := factory.Core().V1().Pods().Informer()
 	for _, inf := range []toolscache.SharedIndexInformer{nodes, pods} {
-		if err := inf.SetTransform(TrimObject); err != nil {
+		if err := inf.SetTransform(Trimmer(names)); err != nil {
 			return nil, err
 		}
 	}

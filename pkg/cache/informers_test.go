@@ -44,7 +44,7 @@ func TestAddEventHandlersSyncedMeansDelivered(t *testing.T) {
 	}
 	c := &slowCache{Cache: cache.New(contract.DefaultNames(), logger)}
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(objs...), 0)
-	synced, err := cache.AddEventHandlers(c, factory)
+	synced, err := cache.AddEventHandlers(c, factory, contract.DefaultNames())
 	if err != nil {
 		t.Fatal(err)
 	}

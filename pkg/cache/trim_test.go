@@ -1,6 +1,8 @@
 package cache_test
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -25,7 +27,9 @@ func TestTrimObjectKeepsWhatPlacementReads(t *testing.T) {
 	full.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue}}
 	full.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c0", Ready: true}}
 
-	trimmed, err := cache.TrimObject(full.DeepCopy())
+	full.Spec.NodeName = "" // pending: Bind still reads its selectors and tolerations
+	trim := cache.Trimmer(contract.DefaultNames())
+	trimmed, err := trim(full.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +66,7 @@ func TestTrimObjectKeepsWhatPlacementReads(t *testing.T) {
 	node := st.MakeNode("n1").GPUs(16).Label("zone", "a").Taint("gpu", "shared", v1.TaintEffectNoSchedule).Obj()
 	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	node.Status.Images = []v1.ContainerImage{{Names: []string{"busybox"}, SizeBytes: 1 << 20}}
-	trimmedNode, err := cache.TrimObject(node.DeepCopy())
+	trimmedNode, err := trim(node.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,5 +77,69 @@ func TestTrimObjectKeepsWhatPlacementReads(t *testing.T) {
 	if diff := cmp.Diff([]any{node.Labels, node.Annotations, node.Spec.Taints, node.Status.Allocatable},
 		[]any{n.Labels, n.Annotations, n.Spec.Taints, n.Status.Allocatable}); diff != "" {
 		t.Errorf("node fields (-full,+trimmed):\n%s", diff)
+	}
+}
+
+// TestTrimmerBoundPod: a bound pod keeps what the cache charges it by (its request, CPU and
+// memory, placement, phase) and the contract's annotations, and loses what only Bind of a
+// pending pod reads and every other annotation; requests equal to limits share their map.
+func TestTrimmerBoundPod(t *testing.T) {
+	names := contract.DefaultNames()
+	full := st.MakePod().Name("p").GPUMem(4).CPU(2000, 4<<30).Node("n1").Placement(`{"0":{"0":4}}`).
+		Annotation(names.ModelAnnotation, "T4").Annotation(names.GPUCountAnnotation, "1").
+		Annotation("kubectl.kubernetes.io/last-applied-configuration", strings.Repeat("x", 4096)).
+		NodeSelector("zone", "a").Tolerate("gpu", "shared", v1.TaintEffectNoSchedule).Obj()
+	full.Spec.Containers[0].Resources.Requests = full.Spec.Containers[0].Resources.Limits.DeepCopy()
+	full.Status.Phase = v1.PodRunning
+	full.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue}}
+
+	trimmed, err := cache.Trimmer(names)(full.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := trimmed.(*v1.Pod)
+	wantAnn := map[string]string{}
+	for k, v := range full.Annotations {
+		if k != "kubectl.kubernetes.io/last-applied-configuration" {
+			wantAnn[k] = v
+		}
+	}
+	if diff := cmp.Diff(wantAnn, pod.Annotations); diff != "" {
+		t.Errorf("annotations (-want,+got):\n%s", diff)
+	}
+	if pod.Spec.NodeSelector != nil || pod.Spec.Tolerations != nil || pod.Status.Conditions != nil {
+		t.Errorf("bound pod kept selector %v, tolerations %v, conditions %v", pod.Spec.NodeSelector, pod.Spec.Tolerations, pod.Status.Conditions)
+	}
+	wantReq, err := contract.ParseRequest(full, &names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotReq, err := contract.ParseRequest(pod, &names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantReq, gotReq); diff != "" {
+		t.Errorf("request (-full,+trimmed):\n%s", diff)
+	}
+	if diff := cmp.Diff(cache.PodResources(full), cache.PodResources(pod)); diff != "" {
+		t.Errorf("CPU and memory (-full,+trimmed):\n%s", diff)
+	}
+	wantAlloc, _, err := contract.AllocationFromPod(full, &wantReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotAlloc, _, err := contract.AllocationFromPod(pod, &gotReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantAlloc, gotAlloc); diff != "" {
+		t.Errorf("placement (-full,+trimmed):\n%s", diff)
+	}
+	if pod.Status.Phase != v1.PodRunning || pod.Spec.NodeName != "n1" || pod.UID != full.UID {
+		t.Errorf("identity or phase lost: %s %s %s", pod.UID, pod.Spec.NodeName, pod.Status.Phase)
+	}
+	r := pod.Spec.Containers[0].Resources
+	if reflect.ValueOf(r.Requests).UnsafePointer() != reflect.ValueOf(r.Limits).UnsafePointer() {
+		t.Error("requests equal to limits still have a map of their own")
 	}
 }

@@ -27,6 +27,8 @@ type options struct {
 	extender string
 	// extenderArgs are more flags for the extender.
 	extenderArgs string
+	// profile, if set, is a folder for heap profiles of the extender (at ready, after the calls).
+	profile string
 }
 
 func main() {
@@ -37,6 +39,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "folder for the cluster's data and logs (default: a temporary folder, removed)")
 	flag.StringVar(&o.extender, "extender", "", "extender binary (default: built from this checkout)")
 	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces")
+	flag.StringVar(&o.profile, "heap-profile", "", "folder to write the extender's heap profiles to (at ready and after the calls)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,8 +69,18 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 	logf("%d running pods in %.1f s", s.o.pods, time.Since(start).Seconds())
 
 	rep := &report{Nodes: s.o.nodes, Pods: s.o.pods}
+	args := append([]string{"--v=1"}, strings.Fields(s.o.extenderArgs)...)
+	profileAddr := ""
+	if s.o.profile != "" {
+		port, err := framework.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		profileAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		args = append(args, "--profiling-address="+profileAddr)
+	}
 	start = time.Now()
-	ext, err := s.c.StartExtender(ctx, extenderBin, 0, append([]string{"--v=1"}, strings.Fields(s.o.extenderArgs)...)...)
+	ext, err := s.c.StartExtender(ctx, extenderBin, 0, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +103,7 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 	if err := ext.GetJSON(ctx, framework.ExtenderPrefix+"/inspect", &inv); err != nil {
 		return nil, err
 	}
+	s.heapProfile(ctx, profileAddr, "ready")
 	pods := 0
 	for _, n := range inv.Nodes {
 		pods += len(n.Pods)
@@ -109,6 +122,7 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 		}
 		rep.Filter = append(rep.Filter, l)
 	}
+	s.heapProfile(ctx, profileAddr, "after-calls")
 	if rep.RSSAfterMiB, err = rssMiB(pid, "VmRSS"); err != nil {
 		return nil, err
 	}
@@ -123,6 +137,34 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 		return nil, fmt.Errorf("invariant check failed: %s", inv2)
 	}
 	return rep, nil
+}
+
+// heapProfile writes the extender's heap profile to o.profile/heap-<when>.pprof when profiling.
+func (s *scale) heapProfile(ctx context.Context, addr, when string) {
+	if addr == "" {
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		logf("heap profile: %v", err)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		logf("heap profile: %v", err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	path := filepath.Join(s.o.profile, "heap-"+when+".pprof")
+	if err == nil {
+		err = os.WriteFile(path, raw, 0o644)
+	}
+	if err != nil {
+		logf("heap profile: %v", err)
+		return
+	}
+	logf("heap profile of the extender: %s", path)
 }
 
 // addNodes creates the nodes, 32 at a time.
