@@ -30,7 +30,12 @@ func TestServeProfiling(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- scheduler.ServeProfiling(ctx, addr) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeProfiling after shutdown: %v", err)
+		}
+	}()
 	var body string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
