@@ -13,13 +13,15 @@ import (
 // (GET /gpushare-scheduler/inspect) equals the pods' annotations, per card and per pod, and the
 // extender's own invariant check (GET /gpushare-scheduler/debug/audit) finds no card over
 // capacity and no difference between its cache and the API server's nodes and pods.
-// The cache is fed by informers, so it gets a few seconds to catch up.
+// The cache is fed by informers, so it gets time to catch up: after an API server restart
+// client-go's reflectors back off (up to 30 s between attempts) before they list again, and
+// until then the cache keeps the extender's own binds as assumed.
 func (e *env) checkConsistent(cards map[string][]contract.GPU) {
 	e.t.Helper()
 	var last error
 	var api usage
 	var n int
-	err := poll(e.ctx, 15*time.Second, func() (bool, error) {
+	err := poll(e.ctx, 45*time.Second, func() (bool, error) {
 		last = e.compareOnce(cards, &api, &n)
 		return last == nil, last
 	})
