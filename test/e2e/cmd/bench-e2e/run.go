@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,22 +156,7 @@ func (b *bench) run(ctx context.Context) (result, error) {
 // profile writes a 30 s CPU profile of the extender into o.profile.
 func (b *bench) profile(ctx context.Context, addr string) {
 	path := filepath.Join(b.o.profile, filepath.Base(b.opts.Dir)+".pprof")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=30", nil)
-	if err != nil {
-		logf("profile: %v", err)
-		return
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		logf("profile: %v", err)
-		return
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	if err == nil {
-		err = os.WriteFile(path, raw, 0o644)
-	}
-	if err != nil {
+	if err := framework.SaveProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=30", path); err != nil {
 		logf("profile: %v", err)
 		return
 	}

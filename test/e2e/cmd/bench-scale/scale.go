@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -144,23 +143,8 @@ func (s *scale) heapProfile(ctx context.Context, addr, when string) {
 	if addr == "" {
 		return
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		logf("heap profile: %v", err)
-		return
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		logf("heap profile: %v", err)
-		return
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
 	path := filepath.Join(s.o.profile, "heap-"+when+".pprof")
-	if err == nil {
-		err = os.WriteFile(path, raw, 0o644)
-	}
-	if err != nil {
+	if err := framework.SaveProfile(ctx, "http://"+addr+"/debug/pprof/heap?gc=1", path); err != nil {
 		logf("heap profile: %v", err)
 		return
 	}
