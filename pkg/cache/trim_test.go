@@ -41,20 +41,7 @@ func TestTrimObjectKeepsWhatPlacementReads(t *testing.T) {
 	}
 	// What the cache, the planner and Bind read is unchanged.
 	names := contract.DefaultNames()
-	wantReq, err := contract.ParseRequest(full, &names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotReq, err := contract.ParseRequest(pod, &names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(wantReq, gotReq); diff != "" {
-		t.Errorf("request (-full,+trimmed):\n%s", diff)
-	}
-	if diff := cmp.Diff(cache.PodResources(full), cache.PodResources(pod)); diff != "" {
-		t.Errorf("CPU and memory (-full,+trimmed):\n%s", diff)
-	}
+	sameCharge(t, full, pod, &names)
 	keep := func(p *v1.Pod) any {
 		return []any{p.ObjectMeta.Annotations, p.UID, p.Spec.NodeName, p.Spec.NodeSelector, p.Spec.Affinity, p.Spec.Tolerations,
 			p.Spec.Overhead, p.Spec.SchedulerName, p.Status.Phase, p.Status.Conditions, p.Spec.Containers[0].Resources, p.Spec.InitContainers[0].Resources}
@@ -110,20 +97,7 @@ func TestTrimmerBoundPod(t *testing.T) {
 	if pod.Spec.NodeSelector != nil || pod.Spec.Tolerations != nil || pod.Status.Conditions != nil {
 		t.Errorf("bound pod kept selector %v, tolerations %v, conditions %v", pod.Spec.NodeSelector, pod.Spec.Tolerations, pod.Status.Conditions)
 	}
-	wantReq, err := contract.ParseRequest(full, &names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotReq, err := contract.ParseRequest(pod, &names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(wantReq, gotReq); diff != "" {
-		t.Errorf("request (-full,+trimmed):\n%s", diff)
-	}
-	if diff := cmp.Diff(cache.PodResources(full), cache.PodResources(pod)); diff != "" {
-		t.Errorf("CPU and memory (-full,+trimmed):\n%s", diff)
-	}
+	wantReq, gotReq := sameCharge(t, full, pod, &names)
 	wantAlloc, _, err := contract.AllocationFromPod(full, &wantReq)
 	if err != nil {
 		t.Fatal(err)
@@ -142,4 +116,25 @@ func TestTrimmerBoundPod(t *testing.T) {
 	if reflect.ValueOf(r.Requests).UnsafePointer() != reflect.ValueOf(r.Limits).UnsafePointer() {
 		t.Error("requests equal to limits still have a map of their own")
 	}
+}
+
+// sameCharge fails t unless the trimmed pod asks the same GPU memory, CPU and memory as full;
+// it returns both requests.
+func sameCharge(t *testing.T, full, trimmed *v1.Pod, names *contract.Names) (want, got contract.PodRequest) {
+	t.Helper()
+	want, err := contract.ParseRequest(full, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = contract.ParseRequest(trimmed, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("request (-full,+trimmed):\n%s", diff)
+	}
+	if diff := cmp.Diff(cache.PodResources(full), cache.PodResources(trimmed)); diff != "" {
+		t.Errorf("CPU and memory (-full,+trimmed):\n%s", diff)
+	}
+	return want, got
 }
