@@ -36,6 +36,15 @@ type Config struct {
 	// TieOrder is how ties between equally rated nodes are broken: TieOrderSeeded (a seeded
 	// random order, the paper's protocol) or TieOrderExtender (the extender's, in production).
 	TieOrder string
+	// SampleNodes models kube-scheduler's node sampling (percentageOfNodesToScore): each pod
+	// is placed among the nodes kube-scheduler would pass the extender.
+	SampleNodes bool
+	// PercentageOfNodesToScore is kube-scheduler's setting with SampleNodes; 0 is its
+	// adaptive default (50 % minus 1 % per 125 nodes, at least 5 % and 100 nodes).
+	PercentageOfNodesToScore int
+	// LearnAtBind teaches a learning policy the placed pods with gpu-mem after placement, as
+	// the extender learns at bind.
+	LearnAtBind bool
 }
 
 // The tie orders of Config.TieOrder.
@@ -69,6 +78,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 	fs.StringVar(&c.CurveFile, "curve", c.CurveFile, "write the allocation curves (arrived% -> allocated%) as CSV")
 	fs.StringVar(&c.PlotFile, "plot", c.PlotFile, "draw the allocation curves as PNG, one line per policy")
 	fs.IntVar(&c.Parallel, "parallel", c.Parallel, "runs at once")
+	fs.BoolVar(&c.SampleNodes, "sample-nodes", c.SampleNodes, "place each pod among the nodes kube-scheduler passes the extender (its percentageOfNodesToScore sampling from a rotating start), as in production")
+	fs.IntVar(&c.PercentageOfNodesToScore, "percentage-of-nodes-to-score", c.PercentageOfNodesToScore, "kube-scheduler's percentageOfNodesToScore for --sample-nodes: 0 for its adaptive default, up to 100")
+	fs.BoolVar(&c.LearnAtBind, "learn-at-bind", c.LearnAtBind, "a learning policy learns each placed pod with gpu-mem after placing it, as the extender learns at bind (default: every pod when submitted, the paper's protocol)")
 	fs.StringVar(&c.TieOrder, "tie-order", c.TieOrder, "ties between equally rated nodes: seeded (a seeded random order, the paper's protocol) or extender (the extender's order in production, a hash of pod and node names)")
 }
 
@@ -85,6 +97,9 @@ func (c *Config) Validate(registry policies.Registry) error {
 	}
 	if c.TieOrder != TieOrderSeeded && c.TieOrder != TieOrderExtender {
 		errs = append(errs, fmt.Errorf("%w: --tie-order must be %s or %s, not %q", ErrBadConfig, TieOrderSeeded, TieOrderExtender, c.TieOrder))
+	}
+	if c.PercentageOfNodesToScore < 0 || c.PercentageOfNodesToScore > 100 {
+		errs = append(errs, fmt.Errorf("%w: --percentage-of-nodes-to-score must be 0..100, not %d", ErrBadConfig, c.PercentageOfNodesToScore))
 	}
 	if c.Inflate <= 0 || len(c.Seeds) == 0 || c.Parallel < 1 {
 		errs = append(errs, fmt.Errorf("%w: --inflate, --seeds and --parallel must be positive", ErrBadConfig))

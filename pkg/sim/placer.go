@@ -25,6 +25,13 @@ type placer struct {
 	rank   []int // rank[i] is node i's position in the seeded tie order
 	// extenderTies breaks ties by the pod's placement.TieOrder instead.
 	extenderTies bool
+	// sampler, when set, limits each decision to the nodes kube-scheduler would hand the
+	// extender; sampled is its buffer.
+	sampler *sampler
+	sampled []*placement.NodeInfo
+	// learnAtBind teaches a learning policy a pod once it is placed, and only a pod with
+	// gpu-mem, as the extender learns at bind; otherwise every pod is learned when submitted.
+	learnAtBind bool
 	// nodes are the submitted pods' nodes in order, "" for a rejected pod.
 	nodes []string
 }
@@ -46,7 +53,8 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if l, ok := p.policy.(placement.Learner); ok {
+	l, learns := p.policy.(placement.Learner)
+	if learns && !p.learnAtBind {
 		l.Observe(&req, res)
 	}
 	d := placement.NewDecision(p.policy, &req, res)
@@ -62,11 +70,14 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 		return false, fmt.Errorf("%w: pod %s on %s: %w", errNotPlaced, pod.Name, best.Node.Name, err)
 	}
 	p.nodes = append(p.nodes, best.Node.Name)
+	if learns && p.learnAtBind && !req.Empty() {
+		l.Observe(&req, res)
+	}
 	return true, nil
 }
 
-// choose is the best node for d's pod among those with its CPU and memory free, ties broken
-// by the tie order.
+// choose is the best node for d's pod among those with its CPU and memory free (and, with a
+// sampler, among those kube-scheduler would sample), ties broken by the tie order.
 func (p *placer) choose(d *placement.Decision, pod *v1.Pod) (placement.Choice, bool) {
 	res := d.Resources()
 	admit := func(n *placement.NodeInfo) bool { return podFits(n, res) }
@@ -76,5 +87,11 @@ func (p *placer) choose(d *placement.Decision, pod *v1.Pod) (placement.Choice, b
 			return placement.TieOrder(pod.Namespace, pod.Name, p.names[i]) < placement.TieOrder(pod.Namespace, pod.Name, p.names[j])
 		}
 	}
-	return d.Choose(p.cache.Lookup(p.names), admit, before)
+	nodes := p.cache.Lookup(p.names)
+	if p.sampler != nil {
+		units := d.Request().TotalUnits()
+		p.sampled = p.sampler.sample(nodes, func(n *placement.NodeInfo) bool { return kubeFits(n, res, units) }, p.sampled)
+		nodes = p.sampled
+	}
+	return d.Choose(nodes, admit, before)
 }

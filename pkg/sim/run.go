@@ -29,6 +29,14 @@ type Run struct {
 	// production (placement.TieOrder of the pod and node names) instead of in a seeded random
 	// order.
 	ExtenderTieOrder bool
+	// SampleNodes limits each decision to the nodes kube-scheduler passes the extender: the
+	// first feasible ones from a rotating start, PercentageOfNodesToScore of them (0 is
+	// kube-scheduler's adaptive default; see sampler).
+	SampleNodes              bool
+	PercentageOfNodesToScore int
+	// LearnAtBind teaches a learning policy each placed pod with gpu-mem after its placement,
+	// as the extender does, instead of every pod at submission (the paper's protocol).
+	LearnAtBind bool
 }
 
 // Result is what one Run measured.
@@ -68,6 +76,10 @@ func (r *Run) Execute() (*Result, error) {
 		}
 		p = newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes))) // drawn either way
 		p.extenderTies = r.ExtenderTieOrder
+		p.learnAtBind = r.LearnAtBind
+		if r.SampleNodes {
+			p.sampler = &sampler{percentage: r.PercentageOfNodesToScore}
+		}
 	}, func(pod *v1.Pod) (bool, error) { return p.submit(pod, &names) })
 	if err != nil {
 		return nil, err
