@@ -16,11 +16,11 @@ func TestNumFeasibleNodesToFind(t *testing.T) {
 	for _, tt := range []struct {
 		nodes, percentage, want int
 	}{
-		{nodes: 50, want: 50},                   // fewer than 100 nodes: all
-		{nodes: 150, want: 100},                 // 48 % of 150 is 72: at least 100
-		{nodes: 1213, want: 497},                // 50 - 9 = 41 %
-		{nodes: 5000, want: 500},                // 50 - 40 = 10 %
-		{nodes: 10000, want: 500},               // at least 5 %
+		{nodes: 50, want: 50},     // fewer than 100 nodes: all
+		{nodes: 150, want: 100},   // 48 % of 150 is 72: at least 100
+		{nodes: 1213, want: 497},  // 50 - 9 = 41 %
+		{nodes: 5000, want: 500},  // 50 - 40 = 10 %
+		{nodes: 10000, want: 500}, // at least 5 %
 		{nodes: 1213, percentage: 100, want: 1213},
 		{nodes: 1213, percentage: 1, want: 100}, // at least 100
 	} {
