@@ -45,6 +45,8 @@ type Config struct {
 	// LearnAtBind teaches a learning policy the placed pods with gpu-mem after placement, as
 	// the extender learns at bind.
 	LearnAtBind bool
+	// SyncNodes hands a policy every node before the first pod, as the extender's policy sync.
+	SyncNodes bool
 }
 
 // The tie orders of Config.TieOrder.
@@ -81,6 +83,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 	fs.BoolVar(&c.SampleNodes, "sample-nodes", c.SampleNodes, "place each pod among the nodes kube-scheduler passes the extender (its percentageOfNodesToScore sampling from a rotating start), as in production")
 	fs.IntVar(&c.PercentageOfNodesToScore, "percentage-of-nodes-to-score", c.PercentageOfNodesToScore, "kube-scheduler's percentageOfNodesToScore for --sample-nodes: 0 for its adaptive default, up to 100")
 	fs.BoolVar(&c.LearnAtBind, "learn-at-bind", c.LearnAtBind, "a learning policy learns each placed pod with gpu-mem after placing it, as the extender learns at bind (default: every pod when submitted, the paper's protocol)")
+	fs.BoolVar(&c.SyncNodes, "sync-nodes", c.SyncNodes, "hand a policy that keeps per-node state every node before the first pod, as the extender's policy sync does")
+	fs.BoolFunc("production", "model production through kube-scheduler: --tie-order=extender --sample-nodes --learn-at-bind --sync-nodes", func(string) error {
+		c.TieOrder, c.SampleNodes, c.LearnAtBind, c.SyncNodes = TieOrderExtender, true, true, true
+		return nil
+	})
 	fs.StringVar(&c.TieOrder, "tie-order", c.TieOrder, "ties between equally rated nodes: seeded (a seeded random order, the paper's protocol) or extender (the extender's order in production, a hash of pod and node names)")
 }
 

@@ -75,7 +75,7 @@ func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node
 		}
 		run := &Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: cfg.Inflate, Seed: uint64(seed), //nolint:gosec // G115: ParseSeeds keeps seeds non-negative
 			ExtenderTieOrder: cfg.TieOrder == TieOrderExtender, SampleNodes: cfg.SampleNodes, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore,
-			LearnAtBind: cfg.LearnAtBind}
+			LearnAtBind: cfg.LearnAtBind, SyncNodes: cfg.SyncNodes}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

@@ -37,6 +37,18 @@ type Run struct {
 	// LearnAtBind teaches a learning policy each placed pod with gpu-mem after its placement,
 	// as the extender does, instead of every pod at submission (the paper's protocol).
 	LearnAtBind bool
+	// SyncNodes hands a policy that keeps per-node state (placement.NodeSyncer) every node
+	// before the first pod, as the extender's periodic policy sync does; otherwise it knows the
+	// nodes it has scored.
+	SyncNodes bool
+}
+
+// ModelProduction sets every option that makes the run model what users get through
+// kube-scheduler: the extender's ties, node sampling with percentage (0: adaptive), learning at
+// bind, and the policy's node sync.
+func (r *Run) ModelProduction(percentage int) {
+	r.ExtenderTieOrder, r.SampleNodes, r.LearnAtBind, r.SyncNodes = true, true, true, true
+	r.PercentageOfNodesToScore = percentage
 }
 
 // Result is what one Run measured.
@@ -77,6 +89,9 @@ func (r *Run) Execute() (*Result, error) {
 		p = newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes))) // drawn either way
 		p.extenderTies = r.ExtenderTieOrder
 		p.learnAtBind = r.LearnAtBind
+		if s, ok := r.Policy.(placement.NodeSyncer); ok && r.SyncNodes {
+			s.SyncNodes(c.Nodes())
+		}
 		if r.SampleNodes {
 			p.sampler = &sampler{percentage: r.PercentageOfNodesToScore}
 		}

@@ -89,6 +89,32 @@ func schedulerConfigFrom(path, kubeconfig, extenderHost string, pki *testpki.PKI
 	return out, name, err
 }
 
+// PercentageOfNodesToScore is the percentageOfNodesToScore the KubeSchedulerConfiguration in
+// path gives its first profile (the profile's own, else the global one); 0, kube-scheduler's
+// adaptive default, when neither is set.
+func PercentageOfNodesToScore(path string) (int32, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	cfg, err := findSchedulerConfig(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	pct, _ := cfg["percentageOfNodesToScore"].(float64)
+	if profiles, _ := cfg["profiles"].([]any); len(profiles) > 0 {
+		if p, ok := profiles[0].(map[string]any); ok {
+			if v, ok := p["percentageOfNodesToScore"].(float64); ok {
+				pct = v
+			}
+		}
+	}
+	if pct < 0 || pct > 100 {
+		return 0, fmt.Errorf("%s: percentageOfNodesToScore %v is not 0..100", path, pct)
+	}
+	return int32(pct), nil
+}
+
 // findSchedulerConfig returns the KubeSchedulerConfiguration document of a (multi-document) YAML.
 func findSchedulerConfig(raw []byte) (map[string]any, error) {
 	for _, doc := range strings.Split(string(raw), "\n---") {

@@ -75,33 +75,49 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	if err != nil {
 		return err
 	}
-	newRun := func() (*sim.Run, error) {
-		policy, err := registry.New(o.policy)
-		return &sim.Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: o.inflate, Seed: uint64(o.seed)}, err //nolint:gosec // G115: checked non-negative above
-	}
-	r, err := newRun()
-	if err != nil {
-		return err
-	}
-	simulated, err := r.Execute()
-	if err != nil {
-		return fmt.Errorf("simulator: %w", err)
-	}
-	logf("simulator: %d of %d pods placed, %.2f %% allocated at 100 %% arrived", simulated.Placed, simulated.Submitted, simulated.AllocAt(100))
-	if r, err = newRun(); err != nil {
-		return err
-	}
-	r.ExtenderTieOrder = true
-	nameTies, err := r.Execute()
-	if err != nil {
-		return fmt.Errorf("simulator: %w", err)
-	}
-
 	ws, err := framework.NewWorkspace(o.dir, "gpushare-replay-", o.extender)
 	if err != nil {
 		return err
 	}
 	defer ws.Cleanup()
+	newRun := func() (*sim.Run, error) {
+		policy, err := registry.New(o.policy)
+		return &sim.Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: o.inflate, Seed: uint64(o.seed)}, err //nolint:gosec // G115: checked non-negative above
+	}
+	schedConfig := o.schedulerConfig
+	if schedConfig == "" {
+		schedConfig = framework.SchedulerConfigPath(ws.Root)
+	}
+	percentage, err := framework.PercentageOfNodesToScore(schedConfig)
+	if err != nil {
+		return err
+	}
+	// The paper's protocol (seeded ties, every node, every pod learned at submission), and the
+	// simulator's model of production, which the production run is compared with.
+	simulate := func(what string, model bool) (*sim.Result, error) {
+		r, err := newRun()
+		if err != nil {
+			return nil, err
+		}
+		if model {
+			r.ModelProduction(int(percentage))
+		}
+		res, err := r.Execute()
+		if err != nil {
+			return nil, fmt.Errorf("simulator: %w", err)
+		}
+		logf("simulator, %s: %d of %d pods placed, %.2f %% allocated at 100 %% arrived", what, res.Placed, res.Submitted, res.AllocAt(100))
+		return res, nil
+	}
+	paper, err := simulate("the paper's protocol", false)
+	if err != nil {
+		return err
+	}
+	modelled, err := simulate("production's model", true)
+	if err != nil {
+		return err
+	}
+
 	p, err := startProduction(ctx, framework.Options{Root: ws.Root, Bin: ws.Bin, Dir: filepath.Join(ws.Dir, "cluster"),
 		SchedulerConfig: o.schedulerConfig, Logf: logf}, ws.Extender, o.policy, o.taintGPUNodes)
 	if err != nil {
@@ -111,11 +127,11 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	if err := p.addNodes(ctx, nodes); err != nil {
 		return err
 	}
-	r, err = newRun()
+	r, err := newRun()
 	if err != nil {
 		return err
 	}
-	p.expected = nameTies.Nodes
+	p.expected = modelled.Nodes
 	start := time.Now()
 	produced, err := r.ExecuteOn(p.submitter(ctx))
 	if err != nil {
@@ -126,10 +142,11 @@ func run(ctx context.Context, o options, registry policies.Registry) error {
 	if err != nil {
 		return err
 	}
-	rep := newReport(o, simulated, produced, p.latencies, elapsed, inv)
-	rep.nameTies = allocationOf(nameTies)
+	rep := newReport(o, modelled, produced, p.latencies, elapsed, inv)
+	rep.Paper = allocationOf(paper)
+	rep.percentage = percentage
 	produced.Nodes = p.nodes
-	rep.differ = diverge(produced, nameTies)
+	rep.differ = diverge(produced, modelled)
 	rep.gpuLatency, rep.cpuLatency = quantiles(p.gpuLatencies), quantiles(p.cpuLatencies)
 	if err := rep.write(os.Stdout); err != nil {
 		return err

@@ -98,20 +98,13 @@ func (p *production) start(ctx context.Context, extBin, policy string) error {
 
 // addNodes creates the trace's nodes as the share-plugin publishes them (sim.NodeObject: the
 // GPU inventory annotation, 1,000 units per card) with their CPU, memory, gpu-mem and gpu-count
-// allocatable, Ready, 16 at a time; then waits until the extender's cache holds them all.
+// allocatable, Ready, one at a time in the trace's order, so that kube-scheduler holds them in
+// the order the simulator's model of its node sampling assumes; then waits until the
+// extender's cache holds them all.
 func (p *production) addNodes(ctx context.Context, nodes []sim.Node) error {
 	t0 := time.Now()
-	sem := make(chan struct{}, 16)
-	errs := make(chan error, len(nodes))
 	for i := range nodes {
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs <- p.addNode(ctx, &nodes[i])
-		}()
-	}
-	for range nodes {
-		if err := <-errs; err != nil {
+		if err := p.addNode(ctx, &nodes[i]); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"math"
 	"text/tabwriter"
@@ -27,20 +28,23 @@ type productionResult struct {
 
 // report is the JSON object on the last line.
 type report struct {
-	Trace              string           `json:"trace"`
-	Policy             string           `json:"policy"`
-	Seed               int              `json:"seed"`
+	Trace  string `json:"trace"`
+	Policy string `json:"policy"`
+	Seed   int    `json:"seed"`
+	// Simulator is the simulator's model of production (the extender's tie order, kube-scheduler's
+	// node sampling, learning at bind); Paper the simulator under the FGD paper's protocol.
 	Simulator          allocation       `json:"simulator"`
+	Paper              allocation       `json:"simulator_paper_protocol"`
 	Production         productionResult `json:"production"`
 	OvercommittedCards int              `json:"overcommitted_cards"`
 	// setup names the scheduler configuration and options, for the table.
 	setup string
-	// nameTies is the simulator with the extender's tie order (--tie-order=name), for the table.
-	nameTies allocation
+	// percentage is the configuration's percentageOfNodesToScore (0: adaptive), for the table.
+	percentage int32
 	// gpuLatency and cpuLatency are create→bound p50/p99 of the placed pods with and without
 	// gpu-mem, for the table.
 	gpuLatency, cpuLatency [2]time.Duration
-	// differ compares production's decisions with the simulator's under the extender's ties.
+	// differ compares production's decisions with the simulator's model of production.
 	differ divergence
 }
 
@@ -124,17 +128,26 @@ func (r report) write(w io.Writer) error {
 	pr := &framework.Printer{W: tw}
 	pr.Printf("trace %s, policy %s, seed %d; kube-scheduler with %s\n", r.Trace, r.Policy, r.Seed, r.setup)
 	pr.Printf("%s\n", "\talloc % at 100 % arrived\talloc % at 130 % arrived\tplaced\trejected\tpods/s\tcreate→bound p99")
-	pr.Printf("simulator\t%.2f\t%.2f\t\t\t\t\n", r.Simulator.AllocAt100, r.Simulator.AllocAt130)
-	pr.Printf("simulator, the extender's tie order\t%.2f\t%.2f\t\t\t\t\n", r.nameTies.AllocAt100, r.nameTies.AllocAt130)
+	pr.Printf("simulator, the paper's protocol\t%.2f\t%.2f\t\t\t\t\n", r.Paper.AllocAt100, r.Paper.AllocAt130)
+	pr.Printf("simulator, production's model (%s)\t%.2f\t%.2f\t\t\t\t\n", r.modelName(), r.Simulator.AllocAt100, r.Simulator.AllocAt130)
 	p := r.Production
 	pr.Printf("production (kube-scheduler + extender)\t%.2f\t%.2f\t%d\t%d\t%.1f\t%.1f ms\n",
 		p.AllocAt100, p.AllocAt130, p.Placed, p.Rejected, p.PodsPerS, p.P99Ms)
-	pr.Printf("decided unlike the simulator (extender's ties)\tplaced only in production %d\tonly in the simulator %d\tfirst at pod %d\t\t\t\n",
+	pr.Printf("production decided unlike the model\tplaced only in production %d\tonly in the simulator %d\tfirst at pod %d\t\t\t\n",
 		r.differ.onlyProduction, r.differ.onlySimulator, r.differ.first)
-	pr.Printf("placed on another node than the simulator's\t%d pods\tfirst at pod %d\t\t\t\t\n", r.differ.otherNode, r.differ.firstNode)
+	pr.Printf("placed on another node than the model's\t%d pods\tfirst at pod %d\t\t\t\t\n", r.differ.otherNode, r.differ.firstNode)
 	pr.Printf("cards over capacity\t%d\t\t\t\t\t\n", r.OvercommittedCards)
 	pr.Printf("create→bound p50 / p99\tpods with gpu-mem %v / %v\tpods without %v / %v\t\t\t\t\n",
 		r.gpuLatency[0].Round(time.Millisecond/10), r.gpuLatency[1].Round(time.Millisecond/10),
 		r.cpuLatency[0].Round(time.Millisecond/10), r.cpuLatency[1].Round(time.Millisecond/10))
 	return pr.Finish(tw.Flush, w, r)
+}
+
+// modelName says what the simulator's model of production assumes.
+func (r report) modelName() string {
+	sampling := "adaptive percentageOfNodesToScore"
+	if r.percentage > 0 {
+		sampling = fmt.Sprintf("percentageOfNodesToScore %d", r.percentage)
+	}
+	return "extender's ties, " + sampling + ", learning at bind"
 }
