@@ -2,8 +2,11 @@ package sim
 
 import (
 	"errors"
+	"flag"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 )
@@ -19,6 +22,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "unknown tie order", change: func(c *Config) { c.TieOrder = "random" }, wantErr: `--tie-order must be seeded or extender, not "random"`},
 		{name: "no trace", change: func(c *Config) { c.NodesFile = "" }, wantErr: "--nodes and --pods are required"},
 		{name: "unknown policy", change: func(c *Config) { c.Policies = []string{"fastest"} }, wantErr: `unknown policy "fastest"`},
+		{name: "sampling every node", change: func(c *Config) { c.SampleNodes, c.PercentageOfNodesToScore = true, 100 }},
+		{name: "percentage over 100", change: func(c *Config) { c.PercentageOfNodesToScore = 101 }, wantErr: "--percentage-of-nodes-to-score must be 0..100, not 101"},
+		{name: "negative percentage", change: func(c *Config) { c.PercentageOfNodesToScore = -1 }, wantErr: "must be 0..100"},
 		{name: "no seeds", change: func(c *Config) { c.Seeds = nil }, wantErr: "must be positive"},
 	}
 	for _, tt := range tests {
@@ -37,5 +43,30 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an ErrBadConfig containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestProductionFlag: --production sets every option of the simulator's model of production.
+func TestProductionFlag(t *testing.T) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	c.AddFlags(fs, policies.NewRegistry())
+	if err := fs.Parse([]string{"--production", "--percentage-of-nodes-to-score=30"}); err != nil {
+		t.Fatal(err)
+	}
+	type model struct {
+		TieOrder                            string
+		SampleNodes, LearnAtBind, SyncNodes bool
+		PercentageOfNodesToScore            int
+	}
+	got := model{c.TieOrder, c.SampleNodes, c.LearnAtBind, c.SyncNodes, c.PercentageOfNodesToScore}
+	want := model{TieOrderExtender, true, true, true, 30}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config after --production (-want,+got):\n%s", diff)
+	}
+	var r Run
+	r.ModelProduction(30)
+	if gotRun := (model{map[bool]string{true: TieOrderExtender}[r.ExtenderTieOrder], r.SampleNodes, r.LearnAtBind, r.SyncNodes, r.PercentageOfNodesToScore}); gotRun != want {
+		t.Errorf("Run.ModelProduction(30) = %+v, want %+v", gotRun, want)
 	}
 }

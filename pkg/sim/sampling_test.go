@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpushare/gpushare/pkg/gpumem"
 	"github.com/gpushare/gpushare/pkg/placement"
@@ -161,5 +162,41 @@ func TestLearnAtBind(t *testing.T) {
 				t.Errorf("learned (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// syncRecorder is a policy that keeps per-node state and records the nodes it is handed.
+type syncRecorder struct {
+	placement.Policy
+	synced [][]string
+}
+
+func (r *syncRecorder) SyncNodes(nodes []*placement.NodeInfo) {
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	r.synced = append(r.synced, names)
+}
+
+// TestSyncNodes: with SyncNodes the policy is handed every node once before the first pod, as
+// the extender's policy sync does; without it, never.
+func TestSyncNodes(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		base, err := policies.NewRegistry().New("binpack")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &syncRecorder{Policy: base}
+		if _, err := (&Run{Nodes: synthNodes(3, 1), Pods: sharingPods(2, 500), Policy: rec, Inflate: 1, Seed: 1, SyncNodes: sync}).Execute(); err != nil {
+			t.Fatal(err)
+		}
+		var want [][]string
+		if sync {
+			want = [][]string{{"node-00", "node-01", "node-02"}}
+		}
+		if diff := cmp.Diff(want, rec.synced, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			t.Errorf("SyncNodes=%v: synced (-want,+got):\n%s", sync, diff)
+		}
 	}
 }
