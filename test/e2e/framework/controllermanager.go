@@ -6,10 +6,11 @@ import (
 )
 
 // controllers are the kube-controller-manager controllers the tests and the demo need:
-// workloads (StatefulSet, Deployment) create their pods, the garbage collector deletes them.
+// workloads (StatefulSet, Deployment) create their pods, the garbage collector deletes them,
+// the resource quota controller fills in a ResourceQuota's status (quota admission needs it).
 // The node lifecycle controller stays off: it would taint the CNI-less real-kubelet node
 // NoExecute and evict its pods.
-const controllers = "serviceaccount,statefulset,replicaset,deployment,garbagecollector"
+const controllers = "serviceaccount,statefulset,replicaset,deployment,garbagecollector,resourcequota"
 
 // StartControllerManager starts kube-controller-manager with the workload controllers.
 func (c *Cluster) StartControllerManager() error {

@@ -170,3 +170,30 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, namespace string) error {
 	}
 	return nil
 }
+
+// NvidiaGPUResource is the resource NVIDIA's device plugin advertises: whole GPUs.
+const NvidiaGPUResource v1.ResourceName = "nvidia.com/gpu"
+
+// AddWholeGPUNode creates a fake node managed by kwok as NVIDIA's device plugin (or the GPU
+// Operator) publishes it: gpus whole GPUs as nvidia.com/gpu, the label the GPU Operator's
+// feature discovery sets, and none of gpushare's resources or annotations; then waits until kwok
+// has made it Ready.
+func (c *Cluster) AddWholeGPUNode(ctx context.Context, name string, gpus int) error {
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:        name,
+		Labels:      map[string]string{"kubernetes.io/hostname": name, "type": "kwok", "nvidia.com/gpu.present": "true"},
+		Annotations: map[string]string{KwokSelector: "fake"},
+	}}
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	res := map[string]string{"cpu": "64", "memory": "256Gi", "pods": "250", string(NvidiaGPUResource): strconv.Itoa(gpus)}
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"capacity": res, "allocatable": res}})
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("patch status of node %s: %w", name, err)
+	}
+	if err := c.RemoveNotReadyTaint(ctx, name); err != nil {
+		return err
+	}
+	return c.waitNodeReady(ctx, name)
+}
