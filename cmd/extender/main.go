@@ -67,10 +67,12 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	policy, _ := policies.New(cfg.policy) // validated
 	c := cache.New(cfg.names, logger.WithName("cache"))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	synced, err := cache.AddEventHandlers(c, factory, cfg.names)
+	nodesSynced, err := cache.AddNodeEventHandlers(c, factory, cfg.names)
 	if err != nil {
 		return fmt.Errorf("informers: %w", err)
 	}
+	pods := cache.NewPodFeed(c, cfg.names)
+	synced := []toolscache.InformerSynced{nodesSynced, pods.HasSynced}
 	ln, err := listen(cfg, logger)
 	if err != nil {
 		return err
@@ -78,9 +80,10 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { stopInformers(); factory.Shutdown() }()
 	factory.Start(informerCtx.Done())
+	go pods.Run(informerCtx, cache.PodListWatch(client))
 	ready := func() bool { return allSynced(synced) }
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
-		scheduler.WithPodLister(factory.Core().V1().Pods().Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}
+		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}
 	if cfg.leaderElect {
 		elector, stopElection, err := startElection(ctx, rc, cfg.election)
 		if err != nil {

@@ -7,8 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -31,10 +36,10 @@ func (s *slowCache) SetPod(p *v1.Pod) {
 	s.pods.Add(1)
 }
 
-// TestAddEventHandlersSyncedMeansDelivered: when every function AddEventHandlers returns says
-// synced, the cache has received every pod of the first list, not merely the informer's store
-// (the extender answers once they say so; a cache short of pods sees used cards as free).
-func TestAddEventHandlersSyncedMeansDelivered(t *testing.T) {
+// TestPodFeedSyncedMeansDelivered: when the pod feed and the node handler say synced, the cache
+// has received every pod and node of the first lists (the extender answers once they say so; a
+// cache short of pods sees used cards as free).
+func TestPodFeedSyncedMeansDelivered(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	const n = 2000
 	objs := []runtime.Object{st.MakeNode("gpu").GPUs(16, 16).Obj()}
@@ -43,15 +48,18 @@ func TestAddEventHandlersSyncedMeansDelivered(t *testing.T) {
 			Placement(fmt.Sprintf(`{"0":{"%d":1}}`, i%2)).Obj())
 	}
 	c := &slowCache{Cache: cache.New(contract.DefaultNames(), logger)}
-	factory := informers.NewSharedInformerFactory(fake.NewClientset(objs...), 0)
-	synced, err := cache.AddEventHandlers(c, factory, contract.DefaultNames())
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodesSynced, err := cache.AddNodeEventHandlers(c, factory, contract.DefaultNames())
 	if err != nil {
 		t.Fatal(err)
 	}
+	feed := cache.NewPodFeed(c, contract.DefaultNames())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	factory.Start(ctx.Done())
+	go feed.Run(ctx, cache.PodListWatch(client))
 	defer func() { cancel(); factory.Shutdown() }()
-	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), nodesSynced, feed.HasSynced) {
 		t.Fatal("never synced")
 	}
 	if got := c.pods.Load(); got != n {
@@ -59,5 +67,125 @@ func TestAddEventHandlersSyncedMeansDelivered(t *testing.T) {
 	}
 	if _, ok := c.Node("gpu"); !ok {
 		t.Error("synced without the node")
+	}
+	// Afterwards the watch feeds the cache: a deleted pod leaves it.
+	if err := client.CoreV1().Pods("default").Delete(ctx, "p0000", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, ok := c.Pod("uid-p0000")
+		return !ok, nil
+	}); err != nil {
+		t.Errorf("deleted pod still in the cache: %v", err)
+	}
+}
+
+// TestPodFeed: the feed hands every event to the cache and keeps whole only the pods not bound
+// yet, which its lister returns; bound pods are not found there (Bind reads them from the API).
+func TestPodFeed(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	names := contract.DefaultNames()
+	node := st.MakeNode("gpu").GPUs(16).Obj()
+	pending := st.MakePod().Name("a").GPUMem(4).Annotation("note", "kept while pending").Obj()
+	bound := st.MakePod().Name("a").GPUMem(4).Node("gpu").Placement(`{"0":{"0":4}}`).Annotation("note", "dropped").Obj()
+	other := st.MakePod().Name("b").GPUMem(2).Node("gpu").Placement(`{"0":{"0":2}}`).Obj()
+	recreated := st.MakePod().Name("b").UID("uid-b2").GPUMem(3).Node("gpu").Placement(`{"0":{"0":3}}`).Obj()
+
+	used := func(c cache.Cache) int64 {
+		n, ok := c.Node("gpu")
+		if !ok {
+			t.Fatal("node gone")
+		}
+		return n.UsedUnits()
+	}
+	for _, tt := range []struct {
+		name string
+		// run drives the feed; wantUsed is the node's used units after, wantListed the pending
+		// pods the lister returns (names).
+		run        func(t *testing.T, f *cache.PodFeed)
+		wantUsed   int64
+		wantListed []string
+	}{
+		{
+			name: "pending pod is listed, charges nothing",
+			run: func(t *testing.T, f *cache.PodFeed) {
+				mustNil(t, f.Add(pending.DeepCopy()))
+			},
+			wantListed: []string{"a"},
+		},
+		{
+			name: "bound pod charges its card and leaves the lister",
+			run: func(t *testing.T, f *cache.PodFeed) {
+				mustNil(t, f.Add(pending.DeepCopy()))
+				mustNil(t, f.Update(bound.DeepCopy()))
+			},
+			wantUsed: 4,
+		},
+		{
+			name: "deleted pod is uncharged",
+			run: func(t *testing.T, f *cache.PodFeed) {
+				mustNil(t, f.Add(bound.DeepCopy()))
+				mustNil(t, f.Add(other.DeepCopy()))
+				mustNil(t, f.Delete(bound.DeepCopy()))
+			},
+			wantUsed: 2,
+		},
+		{
+			name: "a relist without a pod removes it, bound or pending",
+			run: func(t *testing.T, f *cache.PodFeed) {
+				mustNil(t, f.Add(bound.DeepCopy()))
+				mustNil(t, f.Add(other.DeepCopy()))
+				p := st.MakePod().Name("c").GPUMem(1).Obj()
+				mustNil(t, f.Add(p))
+				mustNil(t, f.Replace([]any{other.DeepCopy()}, "42"))
+				if got := f.LastStoreSyncResourceVersion(); got != "42" {
+					t.Errorf("resource version %q after the relist, want 42", got)
+				}
+			},
+			wantUsed: 2,
+		},
+		{
+			name: "a pod recreated under the same name drops the old one's charge",
+			run: func(t *testing.T, f *cache.PodFeed) {
+				mustNil(t, f.Add(other.DeepCopy()))
+				mustNil(t, f.Update(recreated.DeepCopy()))
+			},
+			wantUsed: 3,
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cache.New(names, logger)
+			c.SetNode(node)
+			f := cache.NewPodFeed(c, names)
+			tt.run(t, f)
+			if got := used(c); got != tt.wantUsed {
+				t.Errorf("used units %d, want %d", got, tt.wantUsed)
+			}
+			listed, err := f.Lister().List(labels.Everything())
+			mustNil(t, err)
+			var got []string
+			for _, p := range listed {
+				got = append(got, p.Name)
+			}
+			if diff := cmp.Diff(tt.wantListed, got); diff != "" {
+				t.Errorf("pending pods listed (-want,+got):\n%s", diff)
+			}
+			for _, name := range tt.wantListed {
+				p, err := f.Lister().Pods("default").Get(name)
+				if err != nil || p.Annotations["note"] == "" {
+					t.Errorf("Get(%s) = %v, %v; want the pending pod with its annotations", name, p, err)
+				}
+			}
+			if _, err := f.Lister().Pods("default").Get("b"); !apierrors.IsNotFound(err) {
+				t.Errorf("Get of a bound pod: %v, want NotFound", err)
+			}
+		})
+	}
+}
+
+func mustNil(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

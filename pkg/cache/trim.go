@@ -20,9 +20,7 @@ import (
 // keeps what Bind checks (node selector, affinity, tolerations) and its conditions. Nodes lose
 // their image and volume lists.
 func Trimmer(names contract.Names) toolscache.TransformFunc {
-	keep := map[string]bool{contract.AnnotationIndex: true, contract.AnnotationPod: true, contract.AnnotationDev: true,
-		contract.AnnotationAssigned: true, contract.AnnotationAssumeTime: true, contract.AnnotationAllocation: true,
-		names.ModelAnnotation: true, names.GPUCountAnnotation: true}
+	keep := keptAnnotations(names)
 	return func(obj any) (any, error) {
 		switch o := obj.(type) {
 		case *v1.Pod:
@@ -36,6 +34,13 @@ func Trimmer(names contract.Names) toolscache.TransformFunc {
 		}
 		return obj, nil
 	}
+}
+
+// keptAnnotations are the annotations a bound pod keeps: the contract's.
+func keptAnnotations(names contract.Names) map[string]bool {
+	return map[string]bool{contract.AnnotationIndex: true, contract.AnnotationPod: true, contract.AnnotationDev: true,
+		contract.AnnotationAssigned: true, contract.AnnotationAssumeTime: true, contract.AnnotationAllocation: true,
+		names.ModelAnnotation: true, names.GPUCountAnnotation: true}
 }
 
 // trimPod trims pod in place; keep lists the annotations a bound pod keeps.
