@@ -80,7 +80,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() { stopInformers(); factory.Shutdown() }()
 	factory.Start(informerCtx.Done())
-	go pods.Run(informerCtx, cache.PodListWatch(client))
+	go pods.Run(informerCtx, pods.ListWatch(client))
 	ready := func() bool { return allSynced(synced) }
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
 		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}

@@ -57,7 +57,7 @@ func TestPodFeedSyncedMeansDelivered(t *testing.T) {
 	feed := cache.NewPodFeed(c, contract.DefaultNames())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	factory.Start(ctx.Done())
-	go feed.Run(ctx, cache.PodListWatch(client))
+	go feed.Run(ctx, feed.ListWatch(client))
 	defer func() { cancel(); factory.Shutdown() }()
 	if !toolscache.WaitForCacheSync(ctx.Done(), nodesSynced, feed.HasSynced) {
 		t.Fatal("never synced")

@@ -43,6 +43,7 @@ type PodFeed struct {
 
 var (
 	_ toolscache.Store               = (*PodFeed)(nil)
+	_ toolscache.TransformingStore   = (*PodFeed)(nil)
 	_ corelisters.PodLister          = podLister{}
 	_ corelisters.PodNamespaceLister = podNamespaceLister{}
 )
@@ -58,6 +59,18 @@ func NewPodFeed(c Cache, names contract.Names) *PodFeed {
 func (f *PodFeed) Run(ctx context.Context, lw toolscache.ListerWatcher) {
 	r := toolscache.NewReflectorWithOptions(lw, &v1.Pod{}, f, toolscache.ReflectorOptions{Name: "gpushare-pods"})
 	r.RunWithContext(ctx)
+}
+
+// Transformer trims each pod as the reflector receives it (client-go's TransformingStore): a
+// streamed first list (watch-list) is held in a temporary store until it is complete, and
+// trimmed pods make that peak smaller.
+func (f *PodFeed) Transformer() toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		if pod, ok := obj.(*v1.Pod); ok {
+			trimPod(pod, f.keep)
+		}
+		return obj, nil
+	}
 }
 
 // HasSynced reports whether every pod of the first list has been handed to the cache.
@@ -298,13 +311,20 @@ func cutKey(key string) (string, string, bool) {
 	return ns, name, err == nil
 }
 
-// PodListWatch lists and watches every pod through client, as the shared informer factory's
-// pod informer does (with its watch-list semantics).
-func PodListWatch(client kubernetes.Interface) toolscache.ListerWatcher {
+// ListWatch lists and watches every pod through client for Run, as the shared informer
+// factory's pod informer does (with its watch-list semantics), trimming each page of a paged
+// list as it arrives so that a first list of tens of thousands of pods is not held whole.
+func (f *PodFeed) ListWatch(client kubernetes.Interface) toolscache.ListerWatcher {
 	pods := client.CoreV1().Pods(metav1.NamespaceAll)
 	return toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return pods.List(ctx, opts)
+			list, err := pods.List(ctx, opts)
+			if err == nil {
+				for i := range list.Items {
+					trimPod(&list.Items[i], f.keep)
+				}
+			}
+			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return pods.Watch(ctx, opts)
