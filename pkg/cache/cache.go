@@ -26,6 +26,8 @@ type cacheImpl struct {
 	snaps map[string]*placement.NodeInfo // nodes[n].snap of every listed node, for lookups by name
 	pods  map[types.UID]*podState
 	ids   idPool
+	// allocations shares decoded placements between bound pods (own lock).
+	allocations allocationTable
 }
 
 // nodeState is what the cache knows of a node. A node is listed only once its Node object has
@@ -141,14 +143,14 @@ func (c *cacheImpl) podStateOf(pod *v1.Pod) *podState {
 	if req.Empty() {
 		return ps
 	}
-	alloc, ok, err := contract.AllocationFromPod(pod, &req)
+	alloc, perGPU, ok, err := c.allocations.fromPod(pod, &req)
 	switch {
 	case err != nil:
 		c.logger.Info("Pod placement annotation unusable; counting its memory as pending on the node", "pod", klog.KObj(pod), "err", err)
 	case ok && !alloc.Matches(&req):
 		c.logger.Info("Pod placement does not match its request; counting its memory as pending on the node", "pod", klog.KObj(pod))
 	case ok:
-		ps.info.Allocation, ps.perGPU = alloc, alloc.PerGPU()
+		ps.info.Allocation, ps.perGPU = alloc, perGPU
 	}
 	return ps
 }
