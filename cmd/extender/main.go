@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -81,7 +82,11 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	defer func() { stopInformers(); factory.Shutdown() }()
 	factory.Start(informerCtx.Done())
 	go pods.Run(informerCtx, pods.ListWatch(client))
-	ready := func() bool { return allSynced(synced) }
+	// Ready once the first lists are in the cache, their garbage is back to the OS and a
+	// learning policy has learned from the running pods: answers before that would place
+	// without them.
+	var warm atomic.Bool
+	ready := warm.Load
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
 		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}
 	if cfg.leaderElect {
@@ -97,6 +102,8 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		if toolscache.WaitForCacheSync(informerCtx.Done(), synced...) {
 			debug.FreeOSMemory() // the first lists' decoded objects, garbage now, back to the OS
 			ext.Relearn()
+			ext.SyncPolicy()
+			warm.Store(true)
 			ext.RunPolicySync(informerCtx, policySyncPeriod)
 		}
 	}()
@@ -143,13 +150,3 @@ const protobuf = "application/vnd.kubernetes.protobuf"
 
 // settleOnExit is how long a stopping extender waits for binds of unknown outcome to settle.
 const settleOnExit = 10 * time.Second
-
-// allSynced reports whether every informer has synced, without waiting.
-func allSynced(synced []toolscache.InformerSynced) bool {
-	for _, s := range synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
-}
