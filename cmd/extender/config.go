@@ -49,6 +49,8 @@ type config struct {
 	profilingAddress string
 	// filterChooses answers filter with the one best node (scheduler.WithFilterChoosing).
 	filterChooses bool
+	// bindEvents records a GPUAssigned event on each pod bound with gpu-mem.
+	bindEvents bool
 }
 
 func defaultConfig() config {
@@ -62,7 +64,7 @@ func defaultConfig() config {
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
 		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election,
-		filterChooses: true}
+		filterChooses: true, bindEvents: true}
 }
 
 func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
@@ -78,6 +80,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.IntVar(&c.burst, "kube-api-burst", c.burst, "burst of queries to the API server")
 	fs.Int64Var(&c.maxBody, "max-body-bytes", c.maxBody, "largest request body accepted")
 	fs.StringVar(&c.profilingAddress, "profiling-address", "", "loopback host:port to serve Go's runtime profiles on (/debug/pprof/, unauthenticated); empty: off")
+	fs.BoolVar(&c.bindEvents, "bind-events", c.bindEvents, "record a Normal GPUAssigned event on each pod bound with gpu-mem, naming the node and its cards (one asynchronous API write per bind)")
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")

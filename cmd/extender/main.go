@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/cache"
@@ -89,6 +90,12 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	ready := warm.Load
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
 		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}
+	if cfg.bindEvents {
+		broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, client)
+		broadcaster.StartRecordingToSink(informerCtx.Done())
+		defer broadcaster.Shutdown()
+		opts = append(opts, scheduler.WithEventRecorder(broadcaster.NewRecorder("gpushare-extender")))
+	}
 	if cfg.leaderElect {
 		elector, stopElection, err := startElection(ctx, rc, cfg.election)
 		if err != nil {

@@ -75,6 +75,7 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	}
 	e.learn(pod, &req) // now that the pod is bound
 	e.metrics.binds.Add(1)
+	e.recordAssigned(pod, args.Node, ann)
 	return nil
 }
 

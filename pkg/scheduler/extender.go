@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -33,6 +34,8 @@ type Extender struct {
 	// filterChooses makes Filter answer a gpu-mem pod with the one node Prioritize would
 	// give the top score (WithFilterChoosing).
 	filterChooses bool
+	// recorder, if set, records the GPUAssigned event of each pod Bind binds with gpu-mem.
+	recorder events.EventRecorder
 }
 
 // Option configures an Extender.

@@ -138,6 +138,12 @@ func TestCoexistsWithNvidiaDevicePlugin(t *testing.T) {
 	} else if got.Annotations[contract.AnnotationIndex] == "" {
 		t.Errorf("gpu-mem pod has no %s annotation: %v", contract.AnnotationIndex, got.Annotations)
 	}
+	// The extender tells which card it chose, in an event kubectl describe shows.
+	if err := poll(e.ctx, 30*time.Second, func() (bool, error) {
+		return strings.Contains(e.events("shared"), "Normal GPUAssigned: 8 GiB of GPU memory on node share-a: 8 GiB on card"), nil
+	}); err != nil {
+		t.Errorf("no GPUAssigned event on the gpu-mem pod: %v\nevents:\n%s", err, e.events("shared"))
+	}
 	e.waitBound("cpu-only", time.Minute)
 
 	// Four whole GPUs on nvidia-a: a fifth whole-GPU pod stays Pending, it never goes to the
