@@ -66,6 +66,7 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 		case req.Empty(): // nothing charged: kube-scheduler's retry settles it
 		case provesUnbound(err):
 			e.cache.ForgetPod(pod.UID)
+			e.metrics.rollbacks.Inc()
 		default:
 			settling = true
 			e.settle(logger, pod, &req, args.Node, ann)

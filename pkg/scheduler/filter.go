@@ -28,6 +28,7 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		for _, n := range names {
 			res.FailedAndUnresolvableNodes[n] = err.Error()
 		}
+		e.metrics.unfit.WithLabelValues(UnfitInvalidRequest).Add(float64(len(names)))
 		return e.filterResult(args, res, nil)
 	}
 	buf := e.buffers.get(len(names))
@@ -57,20 +58,29 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		})
 	}
 	passed := buf.fits
+	var unresolvable, full int
 	for i, fe := range failures {
 		switch {
 		case fe == nil:
 			passed[i] = true
 		case fe.Unresolvable:
 			res.FailedAndUnresolvableNodes[names[i]] = fe.Reason
+			unresolvable++
 		default:
 			res.FailedNodes[names[i]] = fe.Reason
+			full++
 		}
 		if fe != nil {
 			logger.V(4).Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", names[i], "reason", fe.Reason)
 		}
 	}
 	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", countTrue(passed))
+	if unresolvable > 0 {
+		e.metrics.unfit.WithLabelValues(UnfitUnresolvable).Add(float64(unresolvable))
+	}
+	if full > 0 {
+		e.metrics.unfit.WithLabelValues(UnfitNoFreeBlock).Add(float64(full))
+	}
 	e.metrics.filters.Add(1)
 	return e.filterResult(args, res, passed)
 }

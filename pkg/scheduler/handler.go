@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -43,6 +45,8 @@ type Handler struct {
 	logger klog.Logger
 	// inflight is the body bytes reserved by requests being served (bounded).
 	inflight atomic.Int64
+	// metricsHandler serves the extender's metrics and its cache's state.
+	metricsHandler http.Handler
 }
 
 // HandlerConfig bounds and guards the extender's HTTP routes.
@@ -72,11 +76,15 @@ func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 		cfg.MaxInflightBytes = inflightBodies * cfg.MaxBody
 	}
 	h := &Handler{ext: ext, ready: ready, cfg: cfg, logger: logger}
+	state := prometheus.NewRegistry()
+	state.MustRegister(newStateCollector(ext))
+	h.metricsHandler = promhttp.HandlerFor(prometheus.Gatherers{ext.metrics.registry, state},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	r := httprouter.New()
-	r.POST(Prefix+"/filter", h.guarded(h.filter))
-	r.POST(Prefix+"/prioritize", h.guarded(h.prioritize))
-	r.POST(Prefix+"/bind", h.guarded(h.bind))
-	r.POST(Prefix+"/preempt", h.guarded(h.preempt))
+	r.POST(Prefix+"/filter", h.guarded(h.timed("filter", h.filter)))
+	r.POST(Prefix+"/prioritize", h.guarded(h.timed("prioritize", h.prioritize)))
+	r.POST(Prefix+"/bind", h.guarded(h.timed("bind", h.bind)))
+	r.POST(Prefix+"/preempt", h.guarded(h.timed("preempt", h.preempt)))
 	r.GET(Prefix+"/inspect", h.authenticated(h.inspectAll))
 	r.GET(Prefix+"/inspect/:node", h.authenticated(h.inspectNode))
 	r.GET(Prefix+"/debug/audit", h.guarded(h.audit))
@@ -287,21 +295,18 @@ func (h *Handler) version(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 	writeJSON(w, http.StatusOK, map[string]string{"version": version.Version, "policy": h.ext.policy.Name()})
 }
 
-func (h *Handler) metrics(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	if _, err := h.ext.metrics.WriteTo(w); err != nil {
-		return
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	h.metricsHandler.ServeHTTP(w, r)
+}
+
+// timed observes how long handle takes in gpushare_extender_request_duration_seconds.
+func (h *Handler) timed(verb string, handle httprouter.Handle) httprouter.Handle {
+	observer := h.ext.metrics.duration.WithLabelValues(verb)
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		start := time.Now()
+		handle(w, r, ps)
+		observer.Observe(time.Since(start).Seconds())
 	}
-	gauge := func(name, help string, v int) {
-		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
-	}
-	gauge("gpushare_overcommitted_cards", "Cards whose pods hold more GPU memory than the card has, in the extender's cache.",
-		cache.OvercommittedCards(h.ext.cache.Nodes()))
-	leading := 0
-	if h.ext.Leading() {
-		leading = 1
-	}
-	gauge("gpushare_leader", "1 when this replica binds (it leads, or runs without leader election), else 0.", leading)
 }
 
 // audit answers the invariant check: cards over capacity and every difference between the

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,7 +183,7 @@ type routeCase struct {
 }
 
 func TestHandlerRoutes(t *testing.T) {
-	const jsonType, textType = "application/json", "text/plain; version=0.0.4"
+	const jsonType = "application/json"
 	const pre = Prefix
 	pod := st.MakePod().Name("p").GPUMem(4).Obj()
 	fixtureNodes, _ := routeFixture()
@@ -389,8 +391,8 @@ func TestHandlerRoutes(t *testing.T) {
 			want: map[string]string{"version": version.Version, "policy": "binpack"},
 		},
 		{
-			name: "metrics", method: http.MethodGet, path: "/metrics",
-			wantStatus: http.StatusOK, wantType: textType, want: metricsText(0, 0, 0, 0, 0),
+			name: "metrics", method: http.MethodGet, path: "/metrics", // contents: TestHandlerMetricsCount
+			wantStatus: http.StatusOK,
 		},
 		{
 			name: "GET on a POST route is a 405 with a JSON error", method: http.MethodGet, path: pre + "/filter",
@@ -488,29 +490,51 @@ func decodeAs(t *testing.T, want any, body []byte) any {
 	return got.Elem().Interface()
 }
 
-func metricsText(filters, prioritizes, binds, bindFailures, preempts int) string {
-	var b strings.Builder
-	for _, c := range []struct {
-		name, help string
-		v          int
-	}{
-		{"gpushare_filter_total", "Filter calls answered.", filters},
-		{"gpushare_prioritize_total", "Prioritize calls answered.", prioritizes},
-		{"gpushare_bind_total", "Pods bound.", binds},
-		{"gpushare_bind_failures_total", "Bind calls that failed (a failure of unknown outcome keeps its charge until settled).", bindFailures},
-		{"gpushare_preempt_total", "Preempt calls answered.", preempts},
-		{"gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled).", 0},
-		{"gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound.", 0},
-		{"gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released).", 0},
-		{"gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified.", 0},
-	} {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
+// metricsText is the value of every counter and gauge of the extender's own that
+// TestHandlerMetricsCount checks, with the route fixture's state.
+func metricsText(filters, prioritizes, binds, bindFailures, preempts int) map[string]float64 {
+	return map[string]float64{
+		"gpushare_filter_total": float64(filters), "gpushare_prioritize_total": float64(prioritizes),
+		"gpushare_bind_total": float64(binds), "gpushare_bind_failures_total": float64(bindFailures),
+		"gpushare_preempt_total": float64(preempts), "gpushare_bind_unknown_outcome_total": 0,
+		"gpushare_bind_settled_bound_total": 0, "gpushare_bind_settled_released_total": 0,
+		"gpushare_bind_rollbacks_total": 0, "gpushare_unauthenticated_requests_total": 0,
+		"gpushare_overcommitted_cards": 0, "gpushare_leader": 1,
 	}
-	b.WriteString("# HELP gpushare_overcommitted_cards Cards whose pods hold more GPU memory than the card has, in the extender's cache.\n" +
-		"# TYPE gpushare_overcommitted_cards gauge\ngpushare_overcommitted_cards 0\n" +
-		"# HELP gpushare_leader 1 when this replica binds (it leads, or runs without leader election), else 0.\n" +
-		"# TYPE gpushare_leader gauge\ngpushare_leader 1\n")
-	return b.String()
+}
+
+// scrape reads /metrics with Prometheus' text parser: every sample by name and labels
+// (name{k="v",...}), histograms by their _count.
+func scrape(t *testing.T, srv *httptest.Server) map[string]float64 {
+	t.Helper()
+	_, _, raw := do(t, srv, http.MethodGet, "/metrics", "")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v\n%s", err, raw)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			key := name
+			if len(m.GetLabel()) > 0 {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				key += "{" + strings.Join(ls, ",") + "}"
+			}
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[key+"_count"] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
 }
 
 // TestHandlerMetricsCount checks that /metrics counts the calls answered through the routes.
@@ -520,7 +544,7 @@ func TestHandlerMetricsCount(t *testing.T) {
 	tests := []struct {
 		name  string
 		calls []string // "path body" pairs, all POST under Prefix
-		want  string
+		want  map[string]float64
 	}{
 		{name: "no calls", want: metricsText(0, 0, 0, 0, 0)},
 		{
@@ -550,9 +574,11 @@ func TestHandlerMetricsCount(t *testing.T) {
 				path, body, _ := strings.Cut(c, " ")
 				do(t, srv, http.MethodPost, Prefix+path, body)
 			}
-			_, _, got := do(t, srv, http.MethodGet, "/metrics", "")
-			if diff := cmp.Diff(tc.want, string(got)); diff != "" {
-				t.Errorf("metrics (-want,+got):\n%s", diff)
+			got := scrape(t, srv)
+			for name, want := range tc.want {
+				if v, ok := got[name]; !ok || v != want {
+					t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+				}
 			}
 		})
 	}
@@ -643,5 +669,47 @@ func TestHandlerAudit(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, audit().Differences); diff != "" {
 		t.Errorf("differences (-want,+got):\n%s", diff)
+	}
+}
+
+// TestHandlerMetricsState: /metrics reports each card's capacity, allocated memory, pods and
+// health from the cache, the cache's size, filter's rejections by reason and each verb's
+// latency. Fixture: n1 two 16 GiB cards, n2 one 8 GiB card with 6 held, n3 one unhealthy
+// 16 GiB card, n4 one 8 GiB card with 2 held; a filter of a 4 GiB pod over all four (n1, n4
+// pass; n2 lacks free memory; n3 has no healthy card) and of a pod with an invalid request.
+func TestHandlerMetricsState(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nodes, pods := routeFixture()
+	ext, _ := extenderOn(logger, nodes, pods)
+	srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: testBodyLimit}, logger))
+	defer srv.Close()
+	args := `{"Pod":` + mustJSON(t, st.MakePod().Name("p").GPUMem(4).Obj()) + `,"NodeNames":["n1","n2","n3","n4"]}`
+	bad := `{"Pod":` + mustJSON(t, st.MakePod().Name("bad").GPUMem(4).Annotation("gpushare.io/gpu-count", "x").Obj()) + `,"NodeNames":["n1","n2"]}`
+	do(t, srv, http.MethodPost, Prefix+"/filter", args)
+	do(t, srv, http.MethodPost, Prefix+"/filter", bad)
+	got := scrape(t, srv)
+	const gib = 1 << 30
+	want := map[string]float64{
+		`gpushare_card_capacity_bytes{card="0",model="Tesla T4",node="n1"}`: 16 * gib,
+		`gpushare_card_allocated_bytes{card="0",node="n2"}`:                 6 * gib,
+		`gpushare_card_pods{card="0",node="n2"}`:                            1,
+		`gpushare_card_pods{card="1",node="n1"}`:                            0,
+		`gpushare_card_healthy{card="0",node="n3"}`:                         0,
+		`gpushare_card_healthy{card="0",node="n4"}`:                         1,
+		"gpushare_cache_nodes":                                              4,
+		"gpushare_cache_pods":                                               2,
+		`gpushare_filter_unfit_nodes_total{reason="no_free_block"}`:         1,
+		`gpushare_filter_unfit_nodes_total{reason="unresolvable"}`:          1,
+		`gpushare_filter_unfit_nodes_total{reason="invalid_request"}`:       2,
+		`gpushare_extender_request_duration_seconds{verb="filter"}_count`:   2,
+		"gpushare_filter_total":                                             1,
+	}
+	for name, w := range want {
+		if v, ok := got[name]; !ok || v != w {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, w)
+		}
+	}
+	if v := got[`gpushare_extender_request_duration_seconds{verb="bind"}_count`]; v != 0 {
+		t.Errorf("%v bind latencies without a bind call", v)
 	}
 }

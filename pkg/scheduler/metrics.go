@@ -1,46 +1,71 @@
 package scheduler
 
 import (
-	"fmt"
-	"io"
-	"sync/atomic"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics counts the extender's calls; WriteTo renders them in Prometheus text format.
+// Metrics are the extender's counters and latency histograms, in a registry of their own (no
+// global state: tests and several extenders in one process do not share them). The state
+// the cache holds (cards, pods, leadership) is collected at scrape time by stateCollector.
 type Metrics struct {
-	filters, prioritizes, binds, bindFailures, preempts atomic.Int64
+	registry                                            *prometheus.Registry
+	filters, prioritizes, binds, bindFailures, preempts prometheus.Counter
 	// unsettled counts Binding failures with an unknown outcome; settledBound and
 	// settledReleased how they were settled.
-	unsettled, settledBound, settledReleased atomic.Int64
+	unsettled, settledBound, settledReleased prometheus.Counter
+	// rollbacks counts charges released because the Binding was refused.
+	rollbacks prometheus.Counter
 	// unauthenticated counts requests refused for want of a verified client certificate.
-	unauthenticated atomic.Int64
+	unauthenticated prometheus.Counter
+	// duration is each verb's handling time, by verb.
+	duration *prometheus.HistogramVec
+	// unfit counts the nodes filter turned away, by reason.
+	unfit *prometheus.CounterVec
 }
 
-// NewMetrics returns zeroed counters.
-func NewMetrics() *Metrics { return &Metrics{} }
-
-// WriteTo writes the counters in the Prometheus text exposition format.
-func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
-	var total int64
-	for _, c := range []struct {
-		name, help string
-		v          int64
-	}{
-		{"gpushare_filter_total", "Filter calls answered.", m.filters.Load()},
-		{"gpushare_prioritize_total", "Prioritize calls answered.", m.prioritizes.Load()},
-		{"gpushare_bind_total", "Pods bound.", m.binds.Load()},
-		{"gpushare_bind_failures_total", "Bind calls that failed (a failure of unknown outcome keeps its charge until settled).", m.bindFailures.Load()},
-		{"gpushare_preempt_total", "Preempt calls answered.", m.preempts.Load()},
-		{"gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled).", m.unsettled.Load()},
-		{"gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound.", m.settledBound.Load()},
-		{"gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released).", m.settledReleased.Load()},
-		{"gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified.", m.unauthenticated.Load()},
-	} {
-		n, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
-		total += int64(n)
-		if err != nil {
-			return total, err
-		}
+// NewMetrics returns zeroed metrics in a registry of their own.
+func NewMetrics() *Metrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
-	return total, nil
+	m := &Metrics{
+		registry:        prometheus.NewRegistry(),
+		filters:         counter("gpushare_filter_total", "Filter calls answered."),
+		prioritizes:     counter("gpushare_prioritize_total", "Prioritize calls answered."),
+		binds:           counter("gpushare_bind_total", "Pods bound."),
+		bindFailures:    counter("gpushare_bind_failures_total", "Bind calls that failed (a failure of unknown outcome keeps its charge until settled)."),
+		preempts:        counter("gpushare_preempt_total", "Preempt calls answered."),
+		unsettled:       counter("gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled)."),
+		settledBound:    counter("gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound."),
+		settledReleased: counter("gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released)."),
+		rollbacks:       counter("gpushare_bind_rollbacks_total", "Charges released because the API server refused the pod's Binding."),
+		unauthenticated: counter("gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified."),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gpushare_extender_request_duration_seconds",
+			Help:    "Time to answer a kube-scheduler call, by verb (filter, prioritize, bind, preempt), body decoding and answer included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"verb"}),
+		unfit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpushare_filter_unfit_nodes_total",
+			Help: "Nodes filter turned away, by reason: no_free_block, unresolvable, invalid_request.",
+		}, []string{"reason"}),
+	}
+	m.registry.MustRegister(m.filters, m.prioritizes, m.binds, m.bindFailures, m.preempts, m.unsettled,
+		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.duration, m.unfit)
+	return m
 }
+
+// Registry is where the metrics are registered; /metrics serves it with the cache's state.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Reasons of gpushare_filter_unfit_nodes_total.
+const (
+	// UnfitNoFreeBlock: the node's cards are big enough but their free memory is not (pods
+	// leaving, or preemption, would make room).
+	UnfitNoFreeBlock = "no_free_block"
+	// UnfitUnresolvable: no card, too few cards, cards too small, of another model or
+	// unhealthy, or a node the extender does not know.
+	UnfitUnresolvable = "unresolvable"
+	// UnfitInvalidRequest: the pod's gpu-mem request is invalid (every node counts).
+	UnfitInvalidRequest = "invalid_request"
+)
