@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -91,7 +92,16 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
 		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}
 	if cfg.bindEvents {
-		broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, client)
+		// Events go through a client of their own: sharing the binds' rate limiter, one event
+		// per bind halved the binds the extender could make per second. Under a burst they
+		// queue (and the broadcaster drops what overflows) while binds go on.
+		erc := rest.CopyConfig(rc)
+		erc.QPS, erc.Burst = eventQPS, 2*eventQPS
+		eventClient, err := kubernetes.NewForConfig(erc)
+		if err != nil {
+			return fmt.Errorf("events client: %w", err)
+		}
+		broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
 		broadcaster.StartRecordingToSink(informerCtx.Done())
 		defer broadcaster.Shutdown()
 		opts = append(opts, scheduler.WithEventRecorder(broadcaster.NewRecorder("gpushare-extender")))
@@ -150,6 +160,9 @@ func listen(cfg *config, logger klog.Logger) (net.Listener, error) {
 	}
 	return ln, nil
 }
+
+// eventQPS bounds the GPUAssigned events written per second (their own client).
+const eventQPS = 50
 
 // protobuf is the API server's protobuf media type: watching and decoding pods costs both ends
 // less CPU than JSON.
