@@ -34,8 +34,7 @@ type PodFeed struct {
 	keep  map[string]bool // annotations a bound pod keeps (Trimmer's)
 
 	mu      sync.RWMutex
-	pending map[string]*v1.Pod            // key → trimmed pod not bound yet
-	nsIndex map[string]map[string]*v1.Pod // namespace → name → pending pod
+	pending map[string]map[string]*v1.Pod // namespace → name → trimmed pod not bound yet
 	bound   map[string]types.UID          // key → UID of a bound pod
 	synced  atomic.Bool                   // the first list has been handed to the cache
 	lastRV  atomic.Pointer[string]        // the latest resource version seen
@@ -50,8 +49,8 @@ var (
 
 // NewPodFeed returns a feed for c; names says which annotations bound pods keep.
 func NewPodFeed(c Cache, names contract.Names) *PodFeed {
-	return &PodFeed{cache: c, keep: keptAnnotations(names), pending: map[string]*v1.Pod{},
-		bound: map[string]types.UID{}, nsIndex: map[string]map[string]*v1.Pod{}}
+	return &PodFeed{cache: c, keep: keptAnnotations(names), pending: map[string]map[string]*v1.Pod{},
+		bound: map[string]types.UID{}}
 }
 
 // Run lists and watches pods through lw into the feed until ctx ends, relisting after errors
@@ -118,10 +117,12 @@ func (f *PodFeed) Replace(list []any, rv string) error {
 			f.forgetLocked(key)
 		}
 	}
-	for key, pod := range f.pending {
-		if !seen[key] {
-			gone = append(gone, pod)
-			f.forgetLocked(key)
+	for _, ns := range f.pending {
+		for _, pod := range ns {
+			if key := podKey(pod); !seen[key] {
+				gone = append(gone, pod)
+				f.forgetLocked(key)
+			}
 		}
 	}
 	f.mu.Unlock()
@@ -160,11 +161,10 @@ func (f *PodFeed) set(obj any) error {
 	old, had := f.uidLocked(key)
 	f.forgetLocked(key)
 	if pod.Spec.NodeName == "" {
-		f.pending[key] = pod
-		ns := f.nsIndex[pod.Namespace]
+		ns := f.pending[pod.Namespace]
 		if ns == nil {
 			ns = map[string]*v1.Pod{}
-			f.nsIndex[pod.Namespace] = ns
+			f.pending[pod.Namespace] = ns
 		}
 		ns[pod.Name] = pod
 	} else {
@@ -186,7 +186,7 @@ func (f *PodFeed) uidLocked(key string) (types.UID, bool) {
 	if uid, ok := f.bound[key]; ok {
 		return uid, true
 	}
-	if p, ok := f.pending[key]; ok {
+	if p := f.pendingLocked(key); p != nil {
 		return p.UID, true
 	}
 	return "", false
@@ -195,24 +195,30 @@ func (f *PodFeed) uidLocked(key string) (types.UID, bool) {
 // forgetLocked drops key from the feed.
 func (f *PodFeed) forgetLocked(key string) {
 	delete(f.bound, key)
-	if p, ok := f.pending[key]; ok {
-		delete(f.pending, key)
-		if ns := f.nsIndex[p.Namespace]; ns != nil {
-			delete(ns, p.Name)
-			if len(ns) == 0 {
-				delete(f.nsIndex, p.Namespace)
-			}
+	namespace, name, _ := cutKey(key)
+	if ns := f.pending[namespace]; ns != nil {
+		delete(ns, name)
+		if len(ns) == 0 {
+			delete(f.pending, namespace)
 		}
 	}
+}
+
+// pendingLocked is the pending pod with key, nil if none.
+func (f *PodFeed) pendingLocked(key string) *v1.Pod {
+	namespace, name, _ := cutKey(key)
+	return f.pending[namespace][name]
 }
 
 // List returns the pending pods. They must not be modified.
 func (f *PodFeed) List() []any {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]any, 0, len(f.pending))
-	for _, p := range f.pending {
-		out = append(out, p)
+	var out []any
+	for _, ns := range f.pending {
+		for _, p := range ns {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -221,9 +227,11 @@ func (f *PodFeed) List() []any {
 func (f *PodFeed) ListKeys() []string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]string, 0, len(f.pending))
-	for k := range f.pending {
-		out = append(out, k)
+	var out []string
+	for _, ns := range f.pending {
+		for _, p := range ns {
+			out = append(out, podKey(p))
+		}
 	}
 	return out
 }
@@ -241,11 +249,10 @@ func (f *PodFeed) Get(obj any) (any, bool, error) {
 func (f *PodFeed) GetByKey(key string) (any, bool, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	p, ok := f.pending[key]
-	if !ok {
-		return nil, false, nil
+	if p := f.pendingLocked(key); p != nil {
+		return p, true, nil
 	}
-	return p, true, nil
+	return nil, false, nil
 }
 
 // Lister lists and gets the pending pods; a bound pod is not found (read it from the API
@@ -276,9 +283,14 @@ func (l podNamespaceLister) List(selector labels.Selector) ([]*v1.Pod, error) {
 	l.f.mu.RLock()
 	defer l.f.mu.RUnlock()
 	var out []*v1.Pod
-	for _, p := range l.f.pending {
-		if (l.namespace == "" || p.Namespace == l.namespace) && selector.Matches(labels.Set(p.Labels)) {
-			out = append(out, p)
+	for namespace, ns := range l.f.pending {
+		if l.namespace != "" && namespace != l.namespace {
+			continue
+		}
+		for _, p := range ns {
+			if selector.Matches(labels.Set(p.Labels)) {
+				out = append(out, p)
+			}
 		}
 	}
 	return out, nil
@@ -289,7 +301,7 @@ func (l podNamespaceLister) List(selector labels.Selector) ([]*v1.Pod, error) {
 func (l podNamespaceLister) Get(name string) (*v1.Pod, error) {
 	l.f.mu.RLock()
 	defer l.f.mu.RUnlock()
-	if p, ok := l.f.nsIndex[l.namespace][name]; ok {
+	if p, ok := l.f.pending[l.namespace][name]; ok {
 		return p, nil
 	}
 	return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
