@@ -126,10 +126,11 @@ func newDeviceManagerEnv(t *testing.T, node string) (*env, *admitted, map[string
 		t.Skip("\n" + banner + "\nSKIP " + t.Name() + ": the device manager's socket folder " +
 			framework.DevicePluginDir + " needs root\n" + banner)
 	}
-	if _, err := os.Stat(framework.DevicePluginDir); err == nil {
-		t.Fatalf("%s exists: another kubelet or device-manager test is running (or left it behind)", framework.DevicePluginDir)
+	unlock, err := framework.LockDevicePluginDir(10*time.Minute, t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(framework.DevicePluginDir) })
+	t.Cleanup(unlock)
 	e := newEnv(t)
 	mock := mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30}
 	cards := map[string][]contract.GPU{node: mockCards(t, mock)}

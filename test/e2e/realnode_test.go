@@ -27,9 +27,11 @@ func TestRealKubelet(t *testing.T) {
 	if err := framework.InstallNodeTools(); err != nil {
 		t.Skip("\n" + banner + "\nSKIP TestRealKubelet: containerd/runc/busybox-static unavailable: " + err.Error() + "\n" + banner)
 	}
-	if _, err := os.Stat(framework.DevicePluginDir); err == nil {
-		t.Fatalf("%s exists: another kubelet or device-manager test is running (or left it behind)", framework.DevicePluginDir)
+	unlock, err := framework.LockDevicePluginDir(10*time.Minute, t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(unlock) // registered first, so it runs after the node has stopped
 	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
 	if err != nil {
 		t.Fatal(err)

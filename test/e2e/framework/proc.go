@@ -42,6 +42,11 @@ func startProc(dir, name, bin string, args []string, env []string, wait bool) (*
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if wait {
+		// a test binary killed outright (a CI timeout, a machine stopped mid-run) takes its
+		// etcd, apiserver, kubelet... with it instead of leaving them to the next run
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
