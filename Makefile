@@ -6,7 +6,8 @@ BIN       ?= bin
 override GOFLAGS := -trimpath -buildvcs=false
 export GOFLAGS
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X github.com/gpushare/gpushare/pkg/version.Version=$(VERSION)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   := -X github.com/gpushare/gpushare/pkg/version.Version=$(VERSION) -X github.com/gpushare/gpushare/pkg/version.Commit=$(COMMIT)
 CMDS      := $(notdir $(wildcard cmd/*))
 # Linters, pinned in their own module (hack/tools/lint/go.mod) and built from the module proxy
 # into bin/tools/ the first time they are needed, or again when go.mod changes their pins.

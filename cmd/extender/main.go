@@ -54,7 +54,7 @@ const policySyncPeriod = time.Minute
 
 func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting gpushare extender", "version", version.Version, "address", cfg.listenAddress(), "https", !cfg.plainHTTP,
+	logger.Info("Starting gpushare extender", "version", version.Version, "commit", version.Commit, "address", cfg.listenAddress(), "https", !cfg.plainHTTP,
 		"clientCertRequired", cfg.tls.ClientCAFile != "", "policy", cfg.policy,
 		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)
 	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)

@@ -38,7 +38,7 @@ func run(ctx context.Context, o *options) error {
 	if err := o.validate(); err != nil {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
-	logger.Info("Starting share-plugin", "version", version.Version, "node", o.nodeName, "resource", o.names.Resource,
+	logger.Info("Starting share-plugin", "version", version.Version, "commit", version.Commit, "node", o.nodeName, "resource", o.names.Resource,
 		"unit", o.names.Unit.String(), "kubeletDir", o.kubeletDir, "podResources", o.podResourcesSocket)
 	nv, err := openNVML(&o.fake)
 	if err != nil {

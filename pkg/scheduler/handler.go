@@ -292,7 +292,7 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Pa
 }
 
 func (h *Handler) version(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, map[string]string{"version": version.Version, "policy": h.ext.policy.Name()})
+	writeJSON(w, http.StatusOK, map[string]string{"version": version.Version, "commit": version.Commit, "policy": h.ext.policy.Name()})
 }
 
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

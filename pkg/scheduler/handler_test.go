@@ -388,7 +388,7 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "version", method: http.MethodGet, path: "/version",
 			wantStatus: http.StatusOK, wantType: jsonType,
-			want: map[string]string{"version": version.Version, "policy": "binpack"},
+			want: map[string]string{"version": version.Version, "commit": version.Commit, "policy": "binpack"},
 		},
 		{
 			name: "metrics", method: http.MethodGet, path: "/metrics", // contents: TestHandlerMetricsCount

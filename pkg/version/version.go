@@ -3,3 +3,6 @@ package version
 
 // Version is the build version; `make build` sets it from git.
 var Version = "dev"
+
+// Commit is the git commit the binary was built from; `make build` sets it ("" when unknown).
+var Commit = ""
