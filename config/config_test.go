@@ -17,7 +17,7 @@ import (
 )
 
 func TestSchedulerConfigs(t *testing.T) {
-	second, err := os.ReadFile("extender/second-scheduler.yaml")
+	second, err := os.ReadFile("second-scheduler/second-scheduler.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ Certificates written to $dir. Store them:
   install -m 0600 -D $dir/client.crt /etc/kubernetes/gpushare/client.crt
   install -m 0600 -D $dir/client.key /etc/kubernetes/gpushare/client.key
   install -m 0644 -D $dir/ca.crt /etc/kubernetes/gpushare/ca.crt
-  # or the second scheduler (config/extender/second-scheduler.yaml)
+  # or the second scheduler (config/second-scheduler/second-scheduler.yaml)
   kubectl -n $ns create secret generic gpushare-scheduler-client-tls \\
     --from-file=tls.crt=$dir/client.crt --from-file=tls.key=$dir/client.key --from-file=ca.crt=$dir/ca.crt
 MSG

@@ -8,9 +8,11 @@ import (
 // controllers are the kube-controller-manager controllers the tests and the demo need:
 // workloads (StatefulSet, Deployment) create their pods, the garbage collector deletes them,
 // the resource quota controller fills in a ResourceQuota's status (quota admission needs it).
-// The node lifecycle controller stays off: it would taint the CNI-less real-kubelet node
-// NoExecute and evict its pods.
-const controllers = "serviceaccount,statefulset,replicaset,deployment,garbagecollector,resourcequota"
+// The DaemonSet controller and the root CA publisher (kube-root-ca.crt, which every pod's
+// service-account volume mounts) let the shipped manifests run on the real kubelet. The node
+// lifecycle controller stays off: it would taint the CNI-less real-kubelet node NoExecute and
+// evict its pods.
+const controllers = "serviceaccount,statefulset,replicaset,deployment,daemonset,garbagecollector,resourcequota,root-ca-cert-publisher"
 
 // StartControllerManager starts kube-controller-manager with the workload controllers.
 func (c *Cluster) StartControllerManager() error {
@@ -22,6 +24,8 @@ func (c *Cluster) StartControllerManager() error {
 		"--kubeconfig=" + c.Kubeconfig,
 		"--controllers=" + controllers,
 		"--leader-elect=false",
+		// kube-apiserver's self-signed serving certificate, its CA included
+		"--root-ca-file=" + filepath.Join(c.Dir, "certs", "apiserver.crt"),
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
 		"--v=1",
 	})

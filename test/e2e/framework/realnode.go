@@ -176,6 +176,18 @@ func (n *RealNode) importImage(pause string) error {
 	return n.ctr("images", "import", tarPath)
 }
 
+// ImportImage imports an image tarball (docker save or OCI layout, e.g. `make images`) into
+// the node's containerd, where the kubelet finds it without a registry.
+func (n *RealNode) ImportImage(tarball string) error {
+	return n.ctr("images", "import", tarball)
+}
+
+// PodResourcesDir is the folder of the kubelet's pod-resources socket (under its --root-dir,
+// not /var/lib/kubelet).
+func (n *RealNode) PodResourcesDir() string {
+	return filepath.Join(n.kubeletDir, "root", "pod-resources")
+}
+
 func (n *RealNode) startKubelet(taints []string) error {
 	for _, d := range []string{"root", "pki"} {
 		if err := os.MkdirAll(filepath.Join(n.kubeletDir, d), 0o755); err != nil {
@@ -284,7 +296,7 @@ func unmountUnder(dir string) {
 
 // PodResourcesSocket is the kubelet's PodResources API socket (under its --root-dir).
 func (n *RealNode) PodResourcesSocket() string {
-	return filepath.Join(n.kubeletDir, "root", "pod-resources", "kubelet.sock")
+	return filepath.Join(n.PodResourcesDir(), "kubelet.sock")
 }
 
 // StartSharePlugin starts share-plugin (built with the fakenvml tag) for node, talking to the
