@@ -24,14 +24,17 @@ const (
 	e2eImageTag  = "e2e"
 )
 
-// TestManifestsOnRealNode installs gpushare as an operator would, from the shipped kustomize
-// overlays and images built by `make images`, onto a real kubelet with containerd:
-//   - both overlays (config/default, config/gpushare-scheduler) pass a server-side dry run;
-//   - config/default runs: the extender as a Deployment, the share-plugin (its fake-NVML image)
-//     as a DaemonSet, each with its own service account and RBAC, talking to the API server
-//     with the pod's token; kube-scheduler (config/scheduler-config.yaml) calls the extender
-//     pod over mutual TLS;
-//   - a pod asking 3 units then runs on a card and sees that card in its environment.
+// TestManifestsOnRealNode installs gpushare as an operator would, from images built by `make
+// images`, onto a real kubelet with containerd, once from the shipped kustomize overlay and once
+// from the Helm chart (rendered by `helm template`):
+//   - every rendered object of both modes (the cluster's kube-scheduler; a second scheduler)
+//     passes a server-side dry run;
+//   - the extender runs as a Deployment and the share-plugin (its fake-NVML image) as a
+//     DaemonSet, each with its own service account and RBAC, talking to the API server with the
+//     pod's token; kube-scheduler (config/scheduler-config.yaml) calls the extender pod over
+//     mutual TLS;
+//   - a pod asking 3 units then runs on a card and sees that card in its environment, and the
+//     invariant check passes.
 //
 // This machine has no pod network and no kube-proxy, so a small overlay of the test's own
 // adapts the objects and nothing else: host network, the API server's address, one extender
@@ -48,30 +51,72 @@ func TestManifestsOnRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(unlock) // registered first, so it runs after the node has stopped
+	t.Cleanup(unlock) // registered first, so it runs after the nodes have stopped
 
 	dir := artifactDir(t)
 	images := filepath.Join(dir, "images")
 	t0 := time.Now()
-	build := exec.Command("make", "-C", s.root, "images", "IMAGE_REPO="+e2eImageRepo, "IMAGE_TAG="+e2eImageTag, "IMAGES_DIR="+images)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("make images: %v\n%s", err, out)
+	if out, err := exec.Command("make", "-C", s.root, "images", "helm",
+		"IMAGE_REPO="+e2eImageRepo, "IMAGE_TAG="+e2eImageTag, "IMAGES_DIR="+images).CombinedOutput(); err != nil {
+		t.Fatalf("make images helm: %v\n%s", err, out)
 	}
-	t.Logf("make images: %.1f s", time.Since(t0).Seconds())
+	t.Logf("make images helm: %.1f s", time.Since(t0).Seconds())
 	pause := filepath.Join(s.work, "pause")
 	if err := goBuild(pause, "./cmd/pause"); err != nil {
 		t.Fatal(err)
 	}
 
-	e := newBareEnv(t)
-	for _, overlay := range []string{"default", "gpushare-scheduler"} {
-		out, err := e.kubectl("apply", "--dry-run=server", "-k", filepath.Join(s.root, "config", overlay))
-		if err != nil {
-			t.Fatalf("server-side dry run of config/%s: %v", overlay, err)
+	t.Run("kustomize", func(t *testing.T) {
+		e := newBareEnv(t)
+		for _, overlay := range []string{"default", "gpushare-scheduler"} {
+			out, err := e.kubectl("apply", "--dry-run=server", "-k", filepath.Join(s.root, "config", overlay))
+			if err != nil {
+				t.Fatalf("server-side dry run of config/%s: %v", overlay, err)
+			}
+			t.Logf("config/%s, server-side dry run:\n%s", overlay, strings.TrimSpace(out))
 		}
-		t.Logf("config/%s, server-side dry run:\n%s", overlay, strings.TrimSpace(out))
-	}
+		e.installAndRun(pause, images, filepath.Join(s.root, "config", "default"))
+	})
+	t.Run("helm", func(t *testing.T) {
+		e := newBareEnv(t)
+		chartDir := filepath.Join(artifactDir(t), "chart")
+		for _, mode := range []string{"second-scheduler", "kube-scheduler"} { // the last one is installed
+			if err := renderChart(chartDir, "--set", "mode="+mode); err != nil {
+				t.Fatal(err)
+			}
+			out, err := e.kubectl("apply", "--dry-run=server", "-k", chartDir)
+			if err != nil {
+				t.Fatalf("server-side dry run of the chart (mode=%s): %v", mode, err)
+			}
+			t.Logf("chart, mode=%s, server-side dry run:\n%s", mode, strings.TrimSpace(out))
+		}
+		e.installAndRun(pause, images, chartDir)
+	})
+}
 
+// renderChart writes `helm template gpushare charts/gpushare -n kube-system <args>` and a
+// kustomization of it into dir.
+func renderChart(dir string, args ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	helm := filepath.Join(s.root, "bin", "tools", "helm")
+	out, err := exec.Command(helm, append([]string{"template", "gpushare", filepath.Join(s.root, "charts", "gpushare"), "-n", "kube-system"}, args...)...).Output()
+	if err != nil {
+		return fmt.Errorf("helm template: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rendered.yaml"), out, 0o644); err != nil {
+		return err
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [rendered.yaml]\n"
+	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// installAndRun starts a real node, imports the images from `make images` (in images), applies
+// base with the test's overlay, starts kube-scheduler, and runs a GPU pod (see
+// TestManifestsOnRealNode).
+func (e *env) installAndRun(pause, images, base string) {
+	t := e.t
 	node, err := e.c.StartRealNode(e.ctx, pause)
 	t.Cleanup(func() { node.Stop(e.ctx) }) // before the control plane stops
 	if err != nil {
@@ -94,15 +139,15 @@ func TestManifestsOnRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := filepath.Join(dir, "overlay")
-	if err := writeE2EOverlay(overlay, filepath.Join(s.root, "config", "default"), e.c.Server(), port, node.PodResourcesDir()); err != nil {
+	overlay := filepath.Join(artifactDir(t), "overlay")
+	if err := writeE2EOverlay(overlay, base, e.c.Server(), port, node.PodResourcesDir()); err != nil {
 		t.Fatal(err)
 	}
 	tApply := time.Now()
 	if out, err := e.kubectl("apply", "-k", overlay); err != nil {
 		t.Fatal(err)
 	} else {
-		t.Logf("kubectl apply -k (config/default + the test's overlay):\n%s", strings.TrimSpace(out))
+		t.Logf("kubectl apply -k (%s + the test's overlay):\n%s", base, strings.TrimSpace(out))
 	}
 	t.Cleanup(func() { e.removeWorkloads(overlay) }) // runs before node.Stop
 	// kube-scheduler places the gpushare pods themselves too: they ask no gpu-mem, so its
