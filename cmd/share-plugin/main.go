@@ -10,11 +10,14 @@ import (
 	"os/signal"
 	"syscall"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -57,7 +60,13 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
-	opts := o.pluginOptions()
+	pods := deviceplugin.NewInformerPodSource(client, o.nodeName)
+	opts := append(o.pluginOptions(), deviceplugin.WithPodSource(pods))
+	if o.metricsAddress != "" {
+		if err := startMetrics(ctx, o, nv, pods, client); err != nil {
+			return err
+		}
+	}
 	if o.podResourcesSocket != "" {
 		pr, err := deviceplugin.NewPodResourcesClient(o.podResourcesSocket)
 		if err != nil {
@@ -71,4 +80,29 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	return p.Run(ctx)
+}
+
+// startMetrics starts reading GPU usage every --usage-period and serving it on
+// --metrics-address.
+func startMetrics(ctx context.Context, o *options, nv nvml.Interface, pods *deviceplugin.InformerPodSource, client kubernetes.Interface) error {
+	sampler, err := usage.New(usage.Config{
+		NVML: nv, Pods: pods, Owners: usage.ProcReader{Root: o.hostProc}, Names: o.names,
+		Warn: func(ctx context.Context, pod *v1.Pod, reason, message string) error {
+			return deviceplugin.WarnPod(ctx, client, o.nodeName, pod, reason, message)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	l, err := usage.Listen(o.metricsAddress)
+	if err != nil {
+		return err
+	}
+	go sampler.Run(ctx, o.usagePeriod)
+	go func() {
+		if err := usage.Serve(ctx, l, sampler); err != nil {
+			klog.FromContext(ctx).Error(err, "Metrics server stopped")
+		}
+	}()
+	return nil
 }

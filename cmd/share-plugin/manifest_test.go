@@ -34,8 +34,11 @@ func TestDaemonSetManifest(t *testing.T) {
 	var mounts []string
 	for _, m := range c.VolumeMounts {
 		mounts = append(mounts, m.MountPath)
+		if m.MountPath == "/host/proc" && !m.ReadOnly {
+			t.Error("the host's /proc is mounted read-write")
+		}
 	}
-	if diff := cmp.Diff([]string{"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources"}, mounts); diff != "" {
+	if diff := cmp.Diff([]string{"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/host/proc"}, mounts); diff != "" {
 		t.Errorf("mounts (-want,+got):\n%s", diff)
 	}
 }

@@ -26,6 +26,9 @@ type options struct {
 	healthCheck        bool
 	qps                float64
 	burst              int
+	metricsAddress     string
+	usagePeriod        time.Duration
+	hostProc           string
 	fake               fakeOptions
 }
 
@@ -41,6 +44,9 @@ func newOptions() *options {
 		healthCheck:        true,
 		qps:                50,
 		burst:              100,
+		metricsAddress:     ":9446",
+		usagePeriod:        10 * time.Second,
+		hostProc:           "/proc",
 	}
 }
 
@@ -57,6 +63,9 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.healthCheck, "health-check", o.healthCheck, "watch NVML XID events and mark failed GPUs unhealthy")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "API client QPS")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "API client burst")
+	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "address serving /metrics (GPU memory and utilization per card and per container); empty disables")
+	fs.DurationVar(&o.usagePeriod, "usage-period", o.usagePeriod, "how often GPU usage is read from NVML")
+	fs.StringVar(&o.hostProc, "host-proc", o.hostProc, "the host's /proc, where GPU processes' cgroups are read (mount it, e.g. at /host/proc, when the plugin has its own PID namespace)")
 	o.fake.addFlags(fs)
 }
 
@@ -68,6 +77,9 @@ func (o *options) validate() error {
 	}
 	if o.nodeName == "" {
 		errs = append(errs, errors.New("--node-name (or env NODE_NAME) is required"))
+	}
+	if o.metricsAddress != "" && o.usagePeriod <= 0 {
+		errs = append(errs, errors.New("--usage-period must be > 0"))
 	}
 	if o.resyncPeriod <= 0 || o.resolveWait < 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must be > 0 and --resolve-wait >= 0"))

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -81,16 +82,24 @@ func (p *Plugin) warnPod(ctx context.Context, pod *v1.Pod, reason, message strin
 	go func() {
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout) // outlives the Allocate
 		defer cancel()
-		now := metav1.Now()
-		ev := &v1.Event{
-			ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
-			InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
-			Reason:         reason, Message: message, Type: v1.EventTypeWarning,
-			Source:         v1.EventSource{Component: "gpushare-share-plugin", Host: p.cfg.nodeName},
-			FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		}
-		if _, err := p.client.CoreV1().Events(pod.Namespace).Create(ectx, ev, metav1.CreateOptions{}); err != nil {
+		if err := WarnPod(ectx, p.client, p.cfg.nodeName, pod, reason, message); err != nil {
 			logger.Info("Could not record an Event on the pod", "pod", klog.KObj(pod), "reason", reason, "err", err)
 		}
 	}()
+}
+
+// WarnPod records a Warning Event on pod from the share-plugin of node.
+func WarnPod(ctx context.Context, client kubernetes.Interface, node string, pod *v1.Pod, reason, message string) error {
+	now := metav1.Now()
+	ev := &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
+		Reason:         reason, Message: message, Type: v1.EventTypeWarning,
+		Source:         v1.EventSource{Component: "gpushare-share-plugin", Host: node},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	if _, err := client.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("event %s on pod %s/%s: %w", reason, pod.Namespace, pod.Name, err)
+	}
+	return nil
 }

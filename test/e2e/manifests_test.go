@@ -196,6 +196,7 @@ func (e *env) installAndRun(pause, images, base string) {
 	if got := envs[contract.EnvContainer]; got != strconv.Itoa(units) {
 		t.Errorf("%s=%q, want %d", contract.EnvContainer, got, units)
 	}
+	e.checkPluginMetrics("http://127.0.0.1:9446/metrics", gpus) // the DaemonSet's port, on the host network here
 	inv, err := e.c.CheckInvariants(e.ctx, "default", e.ext)
 	if err != nil {
 		t.Fatal(err)

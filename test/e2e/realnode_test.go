@@ -95,6 +95,7 @@ func TestRealKubelet(t *testing.T) {
 		}
 		cards[name] = envs[contract.EnvVisibleDevices]
 	}
+	e.checkPluginMetrics(e.c.PluginMetricsURL, gpus)
 	if cards["share-a"] != cards["share-b"] || cards["share-a"] == cards["other-c"] {
 		t.Errorf("cards %v: want share-a and share-b on one card, other-c on the other", cards)
 	}

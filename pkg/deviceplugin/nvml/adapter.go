@@ -131,3 +131,40 @@ func millis32(d time.Duration) uint32 {
 }
 
 func (w *waiter) Close() error { return asError("event set free", w.set.Free()) }
+
+// valueNotAvailable is NVML's NVML_VALUE_NOT_AVAILABLE for unsigned 64-bit fields.
+const valueNotAvailable = math.MaxUint64
+
+// Usage reads memory, utilization and the compute processes of GPU i. Utilization that the
+// card does not support is reported as UnknownUtilization, not as an error.
+func (l *lib) Usage(i int) (Usage, error) {
+	d, ret := l.nv.DeviceGetHandleByIndex(i)
+	if err := asError(fmt.Sprintf("device %d handle", i), ret); err != nil {
+		return Usage{}, err
+	}
+	mem, ret := d.GetMemoryInfo()
+	if err := asError(fmt.Sprintf("device %d memory info", i), ret); err != nil {
+		return Usage{}, err
+	}
+	out := Usage{UsedBytes: mem.Used, Utilization: UnknownUtilization}
+	switch rates, ret := d.GetUtilizationRates(); ret {
+	case gonvml.SUCCESS:
+		out.Utilization = int(rates.Gpu)
+	case gonvml.ERROR_NOT_SUPPORTED:
+	default:
+		return Usage{}, asError(fmt.Sprintf("device %d utilization", i), ret)
+	}
+	procs, ret := d.GetComputeRunningProcesses()
+	if err := asError(fmt.Sprintf("device %d compute processes", i), ret); err != nil {
+		return Usage{}, err
+	}
+	for _, p := range procs {
+		known := p.UsedGpuMemory != valueNotAvailable
+		used := p.UsedGpuMemory
+		if !known {
+			used = 0
+		}
+		out.Processes = append(out.Processes, Process{PID: p.Pid, UsedBytes: used, UsedKnown: known})
+	}
+	return out, nil
+}

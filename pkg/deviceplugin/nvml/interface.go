@@ -40,6 +40,30 @@ type Event struct {
 	XID uint64
 }
 
+// UnknownUtilization is Usage.Utilization when NVML does not report it (not supported).
+const UnknownUtilization = -1
+
+// Usage is what one GPU is doing at the moment it is read.
+type Usage struct {
+	// UsedBytes is the memory in use on the card, by every process and the driver.
+	UsedBytes uint64
+	// Utilization is the percent of the last sample period in which a kernel ran, or
+	// UnknownUtilization.
+	Utilization int
+	// Processes are the compute processes on the card and their memory.
+	Processes []Process
+}
+
+// Process is one process using a GPU.
+type Process struct {
+	// PID is the process ID in the host's PID namespace.
+	PID uint32
+	// UsedBytes is the GPU memory the process uses; 0 with UsedKnown false when NVML cannot say
+	// (e.g. under MIG without privileges).
+	UsedBytes uint64
+	UsedKnown bool
+}
+
 // Interface is the library: Init before anything else, Shutdown at the end.
 type Interface interface {
 	// Init loads and initializes NVML; ErrLibraryNotFound when the library is missing.
@@ -50,6 +74,9 @@ type Interface interface {
 	DeviceCount() (int, error)
 	// Device describes the GPU with NVML index i.
 	Device(i int) (Device, error)
+	// Usage reads the memory in use, the utilization and the compute processes of the GPU with
+	// NVML index i.
+	Usage(i int) (Usage, error)
 	// WatchXIDs registers for critical XID events on the given GPUs (by UUID).
 	WatchXIDs(uuids []string) (EventWaiter, error)
 }

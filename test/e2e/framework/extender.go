@@ -133,11 +133,17 @@ func GetJSON(ctx context.Context, client *http.Client, url string, out any) erro
 // Metrics reads the extender's /metrics (Prometheus text format): series (with its labels, as
 // printed) → value.
 func (e *Extender) Metrics(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL()+"/metrics", nil)
+	return ScrapeMetrics(ctx, e.Client, e.URL()+"/metrics")
+}
+
+// ScrapeMetrics reads a /metrics URL (Prometheus text format): series (with its labels, as
+// printed) → value.
+func ScrapeMetrics(ctx context.Context, client *http.Client, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := e.Client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +153,7 @@ func (e *Extender) Metrics(ctx context.Context) (map[string]float64, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s/metrics: %s", e.URL(), resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {

@@ -300,10 +300,16 @@ func (n *RealNode) PodResourcesSocket() string {
 }
 
 // StartSharePlugin starts share-plugin (built with the fakenvml tag) for node, talking to the
-// kubelet through DevicePluginDir; extra are more flags (e.g. the mocked GPUs).
+// kubelet through DevicePluginDir and serving its metrics at c.PluginMetricsURL; extra are
+// more flags (e.g. the mocked GPUs).
 func (c *Cluster) StartSharePlugin(bin, node string, extra ...string) error {
-	args := append(sharePluginArgs(c.Kubeconfig, node), extra...)
-	_, err := c.start("share-plugin", bin, args, "NODE_NAME="+node)
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	c.PluginMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	args := append(sharePluginArgs(c.Kubeconfig, node), "--metrics-address="+strings.TrimSuffix(strings.TrimPrefix(c.PluginMetricsURL, "http://"), "/metrics"))
+	_, err = c.start("share-plugin", bin, append(args, extra...), "NODE_NAME="+node)
 	return err
 }
 

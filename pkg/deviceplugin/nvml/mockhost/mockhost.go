@@ -8,8 +8,10 @@ package mockhost
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -44,10 +46,33 @@ func Names() []string {
 	return out
 }
 
-// Host is a mock NVML library plus the handle to inject XID events.
+// Host is a mock NVML library plus the handles to inject XID events and set what each GPU is
+// doing (SetUsage).
 type Host struct {
 	*server.Server
 	events chan gonvml.EventData
+	mu     sync.Mutex
+	usage  map[int]cardUsage // by NVML index; guarded by mu
+}
+
+// cardUsage is what SetUsage says one GPU is doing.
+type cardUsage struct {
+	utilization uint32
+	procs       []gonvml.ProcessInfo
+}
+
+// SetUsage makes GPU i report utilization (percent) and the compute processes procs (PID and
+// bytes used); its memory in use becomes their sum. Safe to call while the library is read.
+func (h *Host) SetUsage(i int, utilization uint32, procs []gonvml.ProcessInfo) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.usage[i] = cardUsage{utilization: utilization, procs: slices.Clone(procs)}
+}
+
+func (h *Host) usageOf(i int) cardUsage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.usage[i]
 }
 
 // Options shape a Host.
@@ -69,7 +94,7 @@ func New(name string, o Options) (*Host, error) {
 	if o.GPUs > 0 && o.GPUs < len(s.Devices) {
 		s.Devices = s.Devices[:o.GPUs]
 	}
-	h := &Host{Server: s, events: make(chan gonvml.EventData, 64)}
+	h := &Host{Server: s, events: make(chan gonvml.EventData, 64), usage: map[int]cardUsage{}}
 	for i, d := range s.Devices {
 		dev := d.(*server.Device)
 		dev.UUID = fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", 0x6a5e0000+i, i)
@@ -81,6 +106,19 @@ func New(name string, o Options) (*Host, error) {
 			mem = m
 		}
 		dev.MemoryInfo = gonvml.Memory{Total: mem, Free: mem, Used: 0}
+		dev.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+			var used uint64
+			for _, p := range h.usageOf(i).procs {
+				used += p.UsedGpuMemory
+			}
+			return gonvml.Memory{Total: mem, Free: mem - min(used, mem), Used: used}, gonvml.SUCCESS
+		}
+		dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+			return gonvml.Utilization{Gpu: h.usageOf(i).utilization}, gonvml.SUCCESS
+		}
+		dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+			return slices.Clone(h.usageOf(i).procs), gonvml.SUCCESS
+		}
 		numa := i * 2 / len(s.Devices) // two sockets, first half on node 0
 		dev.GetNumaNodeIdFunc = func() (int, gonvml.Return) { return numa, gonvml.SUCCESS }
 		dev.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) {

@@ -1,0 +1,348 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
+)
+
+// ReasonOverRequest is the reason of the Warning event on a pod whose container uses more GPU
+// memory than it asked.
+const ReasonOverRequest = "GPUMemoryOverRequest"
+
+// PodLister lists the pods bound to the plugin's node (deviceplugin.PodSource).
+type PodLister interface {
+	NodePods(ctx context.Context) ([]*v1.Pod, error)
+}
+
+// OwnerResolver maps a host PID to the pod and container it runs in (ProcReader).
+type OwnerResolver interface {
+	OwnerOf(pid uint32) (Owner, error)
+}
+
+// WarnFunc records a Warning event on a pod (deviceplugin.WarnPod).
+type WarnFunc func(ctx context.Context, pod *v1.Pod, reason, message string) error
+
+// Config is what a Sampler reads and where it reports.
+type Config struct {
+	NVML   nvml.Interface
+	Pods   PodLister
+	Owners OwnerResolver
+	Names  contract.Names
+	// Warn records the over-request event; nil records none.
+	Warn WarnFunc
+}
+
+// Sampler reads the node's GPUs and their processes on demand (Sample) or periodically (Run),
+// keeps the last reading for its Prometheus collector, and warns once per container that uses
+// more GPU memory than it asked. Safe for concurrent use.
+type Sampler struct {
+	cfg   Config
+	cards []nvml.Device
+
+	mu     sync.Mutex
+	last   Snapshot
+	errors float64
+	warned map[containerKey]bool // containers already warned about, by pod UID and name
+}
+
+// containerKey names one container of one pod.
+type containerKey struct {
+	pod       types.UID
+	container string
+}
+
+// Snapshot is one reading of the node.
+type Snapshot struct {
+	// Time is when it was taken.
+	Time time.Time
+	// Cards are the GPUs that could be read, by NVML index.
+	Cards []CardUsage
+	// Containers are the containers using a GPU, sorted by namespace, pod and name.
+	Containers []ContainerUsage
+}
+
+// CardUsage is one GPU's reading.
+type CardUsage struct {
+	Device nvml.Device
+	nvml.Usage
+	// OutsidePodsBytes is the memory of processes not in a container of the node's pods (host
+	// processes, or processes whose memory or cgroup could not be read).
+	OutsidePodsBytes uint64
+}
+
+// ContainerUsage is the GPU memory one container's processes use.
+type ContainerUsage struct {
+	Namespace, Pod, Container string
+	PodUID                    types.UID
+	// UsedBytes is its memory on each card, by card UUID.
+	UsedBytes map[string]uint64
+	// RequestedBytes is what it asked (its gpu-mem units); 0 for a container that asked none.
+	RequestedBytes uint64
+}
+
+// TotalBytes is the container's memory over all its cards.
+func (c *ContainerUsage) TotalBytes() uint64 {
+	var t uint64
+	for _, b := range c.UsedBytes {
+		t += b
+	}
+	return t
+}
+
+// OverBytes is how much more than it asked the container uses (0 when within its ask).
+func (c *ContainerUsage) OverBytes() uint64 {
+	return c.TotalBytes() - min(c.TotalBytes(), c.RequestedBytes)
+}
+
+// New reads the node's GPUs once (their identity does not change while the plugin runs).
+func New(cfg Config) (*Sampler, error) {
+	n, err := cfg.NVML.DeviceCount()
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	s := &Sampler{cfg: cfg, warned: map[containerKey]bool{}}
+	for i := range n {
+		d, err := cfg.NVML.Device(i)
+		if err != nil {
+			return nil, fmt.Errorf("usage: %w", err)
+		}
+		s.cards = append(s.cards, d)
+	}
+	return s, nil
+}
+
+// Run samples every period until ctx ends.
+func (s *Sampler) Run(ctx context.Context, period time.Duration) {
+	logger := klog.FromContext(ctx)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		if _, err := s.Sample(ctx); err != nil {
+			logger.Info("GPU usage sample incomplete", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Last returns the last complete or partial reading.
+func (s *Sampler) Last() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Sample reads every GPU and attributes its processes to the node's containers, keeps the
+// reading, and warns about containers over their ask. A GPU that cannot be read is left out
+// of the reading and reported in the error; the others still count.
+func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
+	pods, err := s.cfg.Pods.NodePods(ctx)
+	if err != nil {
+		s.countError()
+		return Snapshot{}, fmt.Errorf("usage: %w", err)
+	}
+	idx := indexPods(pods)
+	snap := Snapshot{Time: time.Now()}
+	containers := map[containerKey]*ContainerUsage{}
+	var errs []error
+	for _, d := range s.cards {
+		u, err := s.cfg.NVML.Usage(d.Index)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		card := CardUsage{Device: d, Usage: u}
+		for _, p := range u.Processes {
+			c := s.attribute(idx, p.PID, containers)
+			if c == nil || !p.UsedKnown {
+				card.OutsidePodsBytes += p.UsedBytes
+				continue
+			}
+			c.UsedBytes[d.UUID] += p.UsedBytes
+		}
+		snap.Cards = append(snap.Cards, card)
+	}
+	for _, c := range containers {
+		snap.Containers = append(snap.Containers, *c)
+	}
+	sort.Slice(snap.Containers, func(i, j int) bool {
+		a, b := &snap.Containers[i], &snap.Containers[j]
+		return a.Namespace+"/"+a.Pod+"/"+a.Container < b.Namespace+"/"+b.Pod+"/"+b.Container
+	})
+	toWarn := s.keep(snap, idx, len(errs) > 0)
+	for _, w := range toWarn {
+		s.warn(ctx, w.pod, w.usage)
+	}
+	return snap, errors.Join(errs...)
+}
+
+// podIndex finds the node's pods by UID and their containers by runtime ID.
+type podIndex struct {
+	byUID       map[types.UID]*v1.Pod
+	byContainer map[string]containerRef
+}
+
+// containerRef is a container of a pod.
+type containerRef struct {
+	pod  *v1.Pod
+	name string
+}
+
+func indexPods(pods []*v1.Pod) podIndex {
+	idx := podIndex{byUID: map[types.UID]*v1.Pod{}, byContainer: map[string]containerRef{}}
+	for _, p := range pods {
+		idx.byUID[p.UID] = p
+		for _, statuses := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+			for _, st := range statuses {
+				if _, id, ok := strings.Cut(st.ContainerID, "://"); ok && id != "" {
+					idx.byContainer[id] = containerRef{pod: p, name: st.Name}
+				}
+			}
+		}
+	}
+	return idx
+}
+
+// attribute returns the usage record of the container process pid runs in (creating it), or
+// nil when the process is not in a container of the node's pods.
+func (s *Sampler) attribute(idx podIndex, pid uint32, containers map[containerKey]*ContainerUsage) *ContainerUsage {
+	owner, err := s.cfg.Owners.OwnerOf(pid)
+	if err != nil {
+		return nil
+	}
+	ref, ok := idx.byContainer[owner.ContainerID]
+	if !ok {
+		pod := idx.byUID[types.UID(owner.PodUID)]
+		if pod == nil {
+			return nil
+		}
+		ref = containerRef{pod: pod, name: s.onlyGPUContainer(pod)} // "" when it cannot tell
+	}
+	key := containerKey{pod: ref.pod.UID, container: ref.name}
+	if c, ok := containers[key]; ok {
+		return c
+	}
+	c := &ContainerUsage{Namespace: ref.pod.Namespace, Pod: ref.pod.Name, Container: ref.name, PodUID: ref.pod.UID,
+		UsedBytes: map[string]uint64{}, RequestedBytes: s.requested(ref.pod, ref.name)}
+	containers[key] = c
+	return c
+}
+
+// onlyGPUContainer names the pod's one gpu-mem container, or "" when it has none or several.
+func (s *Sampler) onlyGPUContainer(pod *v1.Pod) string {
+	req, err := contract.ParseRequest(pod, &s.cfg.Names)
+	if err != nil || len(req.Containers) != 1 {
+		return ""
+	}
+	return req.Containers[0].Name
+}
+
+// requested is the GPU memory container name of pod asked, in bytes (0 if none).
+func (s *Sampler) requested(pod *v1.Pod, name string) uint64 {
+	req, err := contract.ParseRequest(pod, &s.cfg.Names)
+	if err != nil {
+		return 0
+	}
+	for _, c := range req.Containers {
+		if c.Name == name && c.Units > 0 {
+			return uint64(c.Units) * uint64(s.cfg.Names.UnitBytes()) //nolint:gosec // G115: positive units and unit
+		}
+	}
+	return 0
+}
+
+// pendingWarning is an over-request event to record.
+type pendingWarning struct {
+	pod   *v1.Pod
+	usage ContainerUsage
+}
+
+// keep stores snap as the last reading and returns the containers over their ask that were
+// not warned about yet. Containers of pods gone from the node are forgotten, unless the reading
+// is partial (a card could not be read), which proves nothing about them.
+func (s *Sampler) keep(snap Snapshot, idx podIndex, partial bool) []pendingWarning {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = snap
+	if partial {
+		s.errors++
+	}
+	var out []pendingWarning
+	for _, c := range snap.Containers {
+		key := containerKey{pod: c.PodUID, container: c.Container}
+		if c.OverBytes() == 0 || s.warned[key] {
+			continue
+		}
+		s.warned[key] = true
+		out = append(out, pendingWarning{pod: idx.byUID[c.PodUID], usage: c})
+	}
+	for key := range s.warned {
+		if _, ok := idx.byUID[key.pod]; !ok && !partial {
+			delete(s.warned, key)
+		}
+	}
+	return out
+}
+
+func (s *Sampler) countError() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors++
+}
+
+// warn records the over-request event of one container.
+func (s *Sampler) warn(ctx context.Context, pod *v1.Pod, c ContainerUsage) {
+	logger := klog.FromContext(ctx)
+	name := c.Container
+	if name == "" {
+		name = "(unknown)"
+	}
+	msg := fmt.Sprintf("container %s uses %s of GPU memory on %s, more than the %s it asked (%s of %s)",
+		name, bytesLabel(c.TotalBytes()), cardList(c.UsedBytes), bytesLabel(c.RequestedBytes),
+		unitsLabel(c.RequestedBytes, s.cfg.Names.UnitBytes()), s.cfg.Names.Resource)
+	logger.Info("Container uses more GPU memory than it asked", "pod", klog.KObj(pod), "container", name,
+		"usedBytes", c.TotalBytes(), "requestedBytes", c.RequestedBytes)
+	if s.cfg.Warn == nil {
+		return
+	}
+	if err := s.cfg.Warn(ctx, pod, ReasonOverRequest, msg); err != nil {
+		logger.Info("Could not record the over-request event", "pod", klog.KObj(pod), "err", err)
+	}
+}
+
+func bytesLabel(b uint64) string {
+	return resource.NewQuantity(int64(b), resource.BinarySI).String() //nolint:gosec // G115: GPU memory fits int64
+}
+
+func unitsLabel(b uint64, unit int64) string {
+	if unit <= 0 {
+		return "0"
+	}
+	return strconv.FormatUint(b/uint64(unit), 10) //nolint:gosec // G115: positive unit
+}
+
+func cardList(used map[string]uint64) string {
+	uuids := make([]string, 0, len(used))
+	for u := range used {
+		uuids = append(uuids, u)
+	}
+	sort.Strings(uuids)
+	return strings.Join(uuids, ", ")
+}
