@@ -19,6 +19,8 @@ func TestOptions(t *testing.T) {
 		{name: "no node", wantErr: "--node-name"},
 		{name: "unit too small", env: "n1", args: []string{"--unit=512Ki"}, wantErr: "unit"},
 		{name: "bad resync", env: "n1", args: []string{"--resync-period=0s"}, wantErr: "--resync-period"},
+		{name: "metrics without a usage period", env: "n1", args: []string{"--usage-period=0s"}, wantErr: "--usage-period"},
+		{name: "metrics off: the usage period is not used", env: "n1", args: []string{"--metrics-address=", "--usage-period=0s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
