@@ -53,13 +53,13 @@ func TestPlanPod(t *testing.T) {
 	// Cards 0..2 of 16 with 10, 4 and 0 units used.
 	busy := []*v1.Pod{used("x", `{"0":{"0":10}}`, 10), used("y", `{"0":{"1":4}}`, 4)}
 	tests := []struct {
-		name       string
-		node       *v1.Node
-		bound      []*v1.Pod
-		pod        *v1.Pod
-		policy     string
-		want       contract.Allocation
-		wantReason string
+		name                    string
+		node                    *v1.Node
+		bound                   []*v1.Pod
+		pod                     *v1.Pod
+		policy                  string
+		want                    contract.Allocation
+		wantReason, wantSummary string
 	}{
 		{name: "binpack takes the tightest card", node: st.MakeNode("n").GPUs(16, 16, 16).Obj(), bound: busy,
 			pod: st.MakePod().GPUMem(4).Obj(), policy: "binpack", want: contract.Allocation{"0": {0: 4}}},
@@ -88,16 +88,17 @@ func TestPlanPod(t *testing.T) {
 		{name: "largest free block too small", node: st.MakeNode("n").GPUs(8, 8).Obj(),
 			bound: []*v1.Pod{used("x", `{"0":{"0":5}}`, 5), used("y", `{"0":{"1":5}}`, 5)},
 			pod:   st.MakePod().GPUMem(6).Obj(), policy: "binpack",
-			wantReason: "GPU memory: largest free block 3 GiB on GPU0, pod needs 6 GiB"},
+			wantReason: "GPU memory: largest free block 3 GiB on GPU0, pod needs 6 GiB", wantSummary: "GPU memory: no GPU has 6 GiB free"},
 		{name: "more than any card has", node: st.MakeNode("n").GPUs(8, 8).Obj(), pod: st.MakePod().GPUMem(9).Obj(), policy: "binpack",
-			wantReason: "GPU memory: largest GPU has 8 GiB, pod needs 9 GiB on one GPU"},
+			wantReason: "GPU memory: largest GPU has 8 GiB, pod needs 9 GiB on one GPU", wantSummary: "GPU memory: no GPU has 9 GiB"},
 		{name: "all unhealthy", node: st.MakeNode("n").GPUs(8).Unhealthy(0).Obj(), pod: st.MakePod().GPUMem(1).Obj(), policy: "binpack",
-			wantReason: "GPU memory: all 1 GPUs of the node are unhealthy"},
+			wantReason: "GPU memory: all 1 GPUs of the node are unhealthy", wantSummary: "GPU memory: all GPUs of the node are unhealthy"},
 		{name: "wrong model", node: st.MakeNode("n").GPUs(8).Obj(), pod: st.MakePod().GPUMem(1).Annotation(contract.DefaultModelKey, "H100").Obj(),
-			policy: "binpack", wantReason: `GPU model: pod accepts H100, node has "Tesla T4"`},
+			policy: "binpack", wantReason: `GPU model: pod accepts H100, node has "Tesla T4"`, wantSummary: "GPU model: no healthy GPU of model H100"},
 		{name: "containers do not fit together", node: st.MakeNode("n").GPUs(16, 16).Obj(),
 			pod: st.MakePod().GPUMem(10).GPUMem(10).GPUMem(10).Obj(), policy: "binpack",
-			wantReason: "GPU memory: the pod's 3 containers (30 GiB in all) do not fit together on the free GPU memory"},
+			wantReason:  "GPU memory: the pod's 3 containers (30 GiB in all) do not fit together on the free GPU memory",
+			wantSummary: "GPU memory: the pod's 3 containers (30 GiB in all) do not fit together on the free GPU memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,8 +109,9 @@ func TestPlanPod(t *testing.T) {
 				if ok {
 					t.Fatalf("PlanPod() = %v, want no fit", plan.Allocation(node, req))
 				}
-				if got := placement.Explain(node, req, "GiB").Reason; got != tt.wantReason {
-					t.Errorf("Explain() = %q, want %q", got, tt.wantReason)
+				fe := placement.Explain(node, req, "GiB")
+				if fe.Reason != tt.wantReason || fe.Summary != tt.wantSummary {
+					t.Errorf("Explain() = %q (summary %q), want %q (summary %q)", fe.Reason, fe.Summary, tt.wantReason, tt.wantSummary)
 				}
 				return
 			}

@@ -13,7 +13,10 @@ import (
 )
 
 // Filter keeps the nodes on which every gpu-mem container of the pod has a card; with
-// WithFilterChoosing, only the best of them. It answers in NodeNames when asked with NodeNames
+// WithFilterChoosing, only the best of them. A node turned away gets the reason's summary
+// (placement.FitError.Summary: the same words for every node that fails the same way, so that
+// kube-scheduler's FailedScheduling event counts nodes per reason); the node's own detail is
+// logged at V(4). It answers in NodeNames when asked with NodeNames
 // (nodeCacheCapable) and in Nodes otherwise, and never returns a node it was not given.
 func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	logger := klog.FromContext(ctx)
@@ -64,10 +67,10 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		case fe == nil:
 			passed[i] = true
 		case fe.Unresolvable:
-			res.FailedAndUnresolvableNodes[names[i]] = fe.Reason
+			res.FailedAndUnresolvableNodes[names[i]] = fe.Summary
 			unresolvable++
 		default:
-			res.FailedNodes[names[i]] = fe.Reason
+			res.FailedNodes[names[i]] = fe.Summary
 			full++
 		}
 		if fe != nil {
@@ -89,7 +92,8 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *placement.Plan) *placement.FitError {
 	switch {
 	case node == nil:
-		return &placement.FitError{Reason: "GPU memory: node is not a GPU-sharing node known to the extender", Unresolvable: true}
+		r := "GPU memory: node is not a GPU-sharing node known to the extender"
+		return &placement.FitError{Reason: r, Summary: r, Unresolvable: true}
 	case d.Feasible(node, plan):
 		return nil
 	}

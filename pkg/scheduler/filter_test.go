@@ -29,9 +29,9 @@ func TestFilter(t *testing.T) {
 	}{
 		{name: "fits on big only", pod: st.MakePod().Name("p").GPUMem(6).Obj(), nodes: all,
 			want: &extenderv1.ExtenderFilterResult{NodeNames: &[]string{"big"},
-				FailedNodes: extenderv1.FailedNodesMap{"small": "GPU memory: largest free block 3 GiB on GPU0, pod needs 6 GiB"},
+				FailedNodes: extenderv1.FailedNodesMap{"small": "GPU memory: no GPU has 6 GiB free"},
 				FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{
-					"sick":  "GPU memory: all 1 GPUs of the node are unhealthy",
+					"sick":  "GPU memory: all GPUs of the node are unhealthy",
 					"cpu":   "GPU memory: node has no shared GPUs",
 					"ghost": "GPU memory: node is not a GPU-sharing node known to the extender"}}},
 		{name: "only the nodes asked are answered", pod: st.MakePod().Name("p").GPUMem(2).Obj(), nodes: []string{"small"},

@@ -198,8 +198,8 @@ func TestHandlerRoutes(t *testing.T) {
 		return errorBody{Error: fmt.Sprintf("%s: a body of %d bytes is larger than the %d the extender accepts (--max-body-bytes)", path, len(body), testBodyLimit)}
 	}
 	oversizeBind := `{"PodName":"` + strings.Repeat("p", 2*testBodyLimit) + `"}`
-	n2, n3, n4 := "GPU memory: largest free block 2 GiB on GPU0, pod needs 4 GiB",
-		"GPU memory: all 1 GPUs of the node are unhealthy",
+	n2, n3, n4 := "GPU memory: no GPU has 4 GiB free",
+		"GPU memory: all GPUs of the node are unhealthy",
 		"GPU memory: node is not a GPU-sharing node known to the extender"
 	tests := []routeCase{
 		{
@@ -310,7 +310,7 @@ func TestHandlerRoutes(t *testing.T) {
 			name: "bind to a node where the pod does not fit answers the reason and leaves the pod alone", method: http.MethodPost, path: pre + "/bind",
 			body:       mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "default", PodUID: "uid-p", Node: "n2"}),
 			wantStatus: http.StatusOK, wantType: jsonType,
-			want:    extenderv1.ExtenderBindingResult{Error: "bind default/p to n2: " + n2},
+			want:    extenderv1.ExtenderBindingResult{Error: "bind default/p to n2: GPU memory: largest free block 2 GiB on GPU0, pod needs 4 GiB"},
 			wantPod: pod,
 		},
 		{
