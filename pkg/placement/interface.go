@@ -69,6 +69,15 @@ type Learner interface {
 	Rebuild(nodes []*NodeInfo)
 }
 
+// LearnedReporter is an optional Learner extension that says what the policy has learned, for
+// metrics.
+type LearnedReporter interface {
+	Learner
+	// Learned returns the task shapes remembered and the task types in the typical set the
+	// policy currently scores against.
+	Learned() (shapes, typical int)
+}
+
 // NodeSyncer is an optional Policy extension for policies that keep state per node. The
 // extender hands it every node's snapshot once its informers have synced, and again now and
 // then, so that the policy counts nodes it has not scored yet and drops deleted ones.

@@ -31,6 +31,7 @@ import (
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -711,5 +712,43 @@ func TestHandlerMetricsState(t *testing.T) {
 	}
 	if v := got[`gpushare_extender_request_duration_seconds{verb="bind"}_count`]; v != 0 {
 		t.Errorf("%v bind latencies without a bind call", v)
+	}
+}
+
+// TestHandlerMetricsLearned: with a learning policy, /metrics says how many task shapes it
+// remembers and how many task types it scores against; without one, nothing.
+func TestHandlerMetricsLearned(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nodes, pods := routeFixture() // "busy" (6 GiB) and "half" (2 GiB): two shapes
+	for _, tc := range []struct {
+		policy string
+		want   map[string]float64
+	}{
+		{"fgd-online", map[string]float64{
+			`gpushare_policy_learned_task_shapes{policy="fgd-online"}`: 2,
+			`gpushare_policy_typical_task_types{policy="fgd-online"}`:  2,
+		}},
+		{"binpack", nil},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			ext, _ := extenderOn(logger, nodes, pods)
+			policy, err := policies.NewRegistry().New(tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext.policy = policy
+			ext.Relearn()
+			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: testBodyLimit}, logger))
+			defer srv.Close()
+			got := map[string]float64{}
+			for name, v := range scrape(t, srv) {
+				if strings.HasPrefix(name, "gpushare_policy_") {
+					got[name] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("learned metrics (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

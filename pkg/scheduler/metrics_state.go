@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // stateCollector exposes what the extender's cache holds, read at scrape time from its
@@ -16,6 +17,7 @@ type stateCollector struct {
 	ext                                        *Extender
 	capacity, allocated, cardPods              *prometheus.Desc
 	nodes, pods, overcommitted, leader, usable *prometheus.Desc
+	learnedShapes, learnedTypical              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*stateCollector)(nil)
@@ -32,12 +34,17 @@ func newStateCollector(ext *Extender) *stateCollector {
 		pods:          prometheus.NewDesc("gpushare_cache_pods", "Pods holding GPU memory in the extender's cache.", nil, nil),
 		overcommitted: prometheus.NewDesc("gpushare_overcommitted_cards", "Cards whose pods hold more GPU memory than the card has, in the extender's cache.", nil, nil),
 		leader:        prometheus.NewDesc("gpushare_leader", "1 when this replica binds (it leads, or runs without leader election), else 0.", nil, nil),
+		learnedShapes: prometheus.NewDesc("gpushare_policy_learned_task_shapes",
+			"Task shapes (GPUs, memory per GPU, models, CPU) a learning policy (fgd-online) remembers from the pods it placed.", []string{"policy"}, nil),
+		learnedTypical: prometheus.NewDesc("gpushare_policy_typical_task_types",
+			"Task types in the typical set a learning policy scores nodes against (the most popular shapes covering most pods).", []string{"policy"}, nil),
 	}
 }
 
 // Describe sends the descriptions of every metric.
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.capacity, s.allocated, s.cardPods, s.usable, s.nodes, s.pods, s.overcommitted, s.leader} {
+	for _, d := range []*prometheus.Desc{s.capacity, s.allocated, s.cardPods, s.usable, s.nodes, s.pods, s.overcommitted, s.leader,
+		s.learnedShapes, s.learnedTypical} {
 		ch <- d
 	}
 }
@@ -71,6 +78,11 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(s.pods, prometheus.GaugeValue, float64(pods))
 	ch <- prometheus.MustNewConstMetric(s.overcommitted, prometheus.GaugeValue, float64(cache.OvercommittedCards(nodes)))
 	ch <- prometheus.MustNewConstMetric(s.leader, prometheus.GaugeValue, boolValue(s.ext.Leading()))
+	if r, ok := s.ext.policy.(placement.LearnedReporter); ok {
+		shapes, typical := r.Learned()
+		ch <- prometheus.MustNewConstMetric(s.learnedShapes, prometheus.GaugeValue, float64(shapes), r.Name())
+		ch <- prometheus.MustNewConstMetric(s.learnedTypical, prometheus.GaugeValue, float64(typical), r.Name())
+	}
 }
 
 func boolValue(b bool) float64 {

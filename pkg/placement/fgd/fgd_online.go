@@ -17,9 +17,10 @@ const (
 )
 
 var (
-	_ placement.Learner    = (*Online)(nil)
-	_ placement.NodeSyncer = (*Online)(nil)
-	_ placement.CardPicker = (*fgdOnlinePod)(nil)
+	_ placement.Learner         = (*Online)(nil)
+	_ placement.LearnedReporter = (*Online)(nil)
+	_ placement.NodeSyncer      = (*Online)(nil)
+	_ placement.CardPicker      = (*fgdOnlinePod)(nil)
 )
 
 // Online is gpushare's default policy, fgd-online. It scores a placement by FGD's fragmentation gradient
@@ -61,6 +62,9 @@ func (f *Online) Observe(req *gpumem.PodRequest, res placement.PodResources) {
 // Rebuild relearns from the pods on nodes (model constraints are not in the cache, so the
 // rebuilt shapes accept any model until new pods are observed).
 func (f *Online) Rebuild(nodes []*placement.NodeInfo) { f.learned.reset(countPods(nodes)) }
+
+// Learned returns the task shapes remembered and the task types of the typical set.
+func (f *Online) Learned() (shapes, typical int) { return f.learned.size() }
 
 // SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out).
 func (f *Online) SyncNodes(nodes []*placement.NodeInfo) { f.views.sync(nodes) }

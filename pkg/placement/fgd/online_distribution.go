@@ -54,6 +54,14 @@ func (o *onlineDistribution) observe(s TaskShape) {
 	}
 }
 
+// size returns the shapes remembered and the task types of the typical set readers see.
+func (o *onlineDistribution) size() (shapes, typical int) {
+	o.mu.Lock()
+	shapes = len(o.counts)
+	o.mu.Unlock()
+	return shapes, len(o.current.Load().types)
+}
+
 // reset replaces what was learned with counts (each already weighted 1).
 func (o *onlineDistribution) reset(counts map[TaskShape]float64) {
 	o.mu.Lock()
