@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"github.com/gpushare/gpushare/pkg/gpumem"
@@ -35,6 +37,7 @@ type shortcuts struct {
 	scorer Scorer
 	free   FreeOrderer // nil unless the scorer is one
 	picker CardPicker  // nil unless the scorer is one
+	search *search     // scratch of multi-card plans, reused node after node
 }
 
 func newShortcuts(scorer Scorer) shortcuts {
@@ -50,11 +53,15 @@ func (sc *shortcuts) planInto(node *NodeInfo, req *gpumem.PodRequest, p *Plan) b
 	if fits, single := sc.planSingle(node, req, p); single {
 		return fits
 	}
-	s := newSearch(node, req, scorer)
+	if sc.search == nil {
+		sc.search = &search{}
+	}
+	s := sc.search
+	s.reset(node, req, scorer)
 	if !s.apps(0) || !s.inits() {
 		return false
 	}
-	p.Slots = s.slots
+	p.Slots = append(p.Slots[:0:0], s.slots...) // the plan outlives the scratch's next use
 	return true
 }
 
@@ -123,7 +130,9 @@ func bestByFree(node *NodeInfo, req *gpumem.PodRequest, units int64, emptiest bo
 	return best
 }
 
-// search is the state of one multi-container placement.
+// search is the state of one multi-container placement. Its slices are kept between
+// placements (reset), so that planning on node after node allocates nothing once they have
+// grown.
 type search struct {
 	node   *NodeInfo
 	req    *gpumem.PodRequest
@@ -133,29 +142,38 @@ type search struct {
 	slots  []Slot
 	budget int
 	keys   []float64 // scratch for candidates: rank per GPU position
+	cands  [][]int   // candidates' lists, one per depth of apps (and one for inits)
 }
 
-func newSearch(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) *search {
-	s := &search{node: node, req: req, scorer: scorer, budget: searchBudget, free: make([]int64, len(node.GPUs))}
+// reset starts the placement of req on node.
+func (s *search) reset(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) {
+	s.node, s.req, s.scorer, s.budget = node, req, scorer, searchBudget
+	s.free = slices.Grow(s.free[:0], len(node.GPUs))[:len(node.GPUs)]
 	for g := range node.GPUs {
+		s.free[g] = 0
 		if node.CardFits(g, 0, req) {
 			s.free[g] = node.GPUs[g].Free()
 		}
 	}
+	s.slots = s.slots[:0]
+	s.order = s.order[:0]
 	for i, c := range req.Containers {
 		if !c.Init {
 			s.order = append(s.order, i)
 		}
 	}
-	sort.SliceStable(s.order, func(a, b int) bool {
-		return req.Containers[s.order[a]].PerGPU() > req.Containers[s.order[b]].PerGPU()
+	slices.SortStableFunc(s.order, func(a, b int) int { // largest per-card ask first
+		return cmp.Compare(req.Containers[b].PerGPU(), req.Containers[a].PerGPU())
 	})
-	return s
 }
 
-// candidates lists GPU positions with at least units free, in the scorer's order.
-func (s *search) candidates(units int64, free []int64) []int {
-	var out []int
+// candidates lists GPU positions with at least units free, in the scorer's order, in the
+// list kept for depth (a deeper call does not overwrite it).
+func (s *search) candidates(depth int, units int64, free []int64) []int {
+	for len(s.cands) <= depth {
+		s.cands = append(s.cands, nil)
+	}
+	out := s.cands[depth][:0]
 	if len(s.keys) < len(free) {
 		s.keys = make([]float64, len(free))
 	}
@@ -165,7 +183,16 @@ func (s *search) candidates(units int64, free []int64) []int {
 			s.keys[g] = s.scorer.RankGPU(s.node, g, units, s.req)
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return s.keys[out[a]] < s.keys[out[b]] })
+	slices.SortStableFunc(out, func(a, b int) int {
+		switch ka, kb := s.keys[a], s.keys[b]; {
+		case ka < kb:
+			return -1
+		case kb < ka:
+			return 1
+		}
+		return 0
+	})
+	s.cands[depth] = out
 	return out
 }
 
@@ -179,7 +206,7 @@ func (s *search) apps(i int) bool {
 	}
 	ci := s.order[i]
 	c := s.req.Containers[ci]
-	cands := s.candidates(c.PerGPU(), s.free)
+	cands := s.candidates(i, c.PerGPU(), s.free)
 	if len(cands) < c.GPUs {
 		return false
 	}
@@ -187,8 +214,8 @@ func (s *search) apps(i int) bool {
 		cands = cands[:c.GPUs] // several cards: take the best-ranked ones
 		return s.try(i, ci, c.PerGPU(), cands)
 	}
-	for _, g := range cands {
-		if s.try(i, ci, c.PerGPU(), []int{g}) {
+	for k := range cands {
+		if s.try(i, ci, c.PerGPU(), cands[k:k+1]) {
 			return true
 		}
 	}
@@ -227,7 +254,7 @@ func (s *search) inits() bool {
 				base[g] = s.node.GPUs[g].Free()
 			}
 		}
-		cands := s.candidates(c.PerGPU(), base)
+		cands := s.candidates(len(s.order), c.PerGPU(), base) // below every depth of apps
 		if len(cands) < c.GPUs {
 			return false
 		}

@@ -120,6 +120,7 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 			return nil, err
 		}
 		rep.Filter = append(rep.Filter, l)
+		s.cpuProfile(ctx, ext, profileAddr, candidates)
 	}
 	s.heapProfile(ctx, profileAddr, "after-calls")
 	if rep.RSSAfterMiB, err = rssMiB(pid, "VmRSS"); err != nil {
@@ -149,6 +150,33 @@ func (s *scale) heapProfile(ctx context.Context, addr, when string) {
 		return
 	}
 	logf("heap profile of the extender: %s", path)
+}
+
+// cpuProfile writes a 5 s CPU profile of the extender answering filter calls with candidates
+// names (untimed, after the timed ones) to o.profile/cpu-<candidates>.pprof when profiling.
+func (s *scale) cpuProfile(ctx context.Context, ext *framework.Extender, addr string, candidates int) {
+	if addr == "" {
+		return
+	}
+	path := filepath.Join(s.o.profile, fmt.Sprintf("cpu-%d.pprof", candidates))
+	done := make(chan error, 1)
+	go func() { done <- framework.SaveProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=5", path) }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				logf("CPU profile: %v", err)
+				return
+			}
+			logf("CPU profile of the extender, filter with %d candidates: %s", candidates, path)
+			return
+		default:
+		}
+		if _, err := s.filterLatency(ctx, ext, candidates); err != nil {
+			logf("CPU profile: %v", err)
+			return
+		}
+	}
 }
 
 // addNodes creates the nodes, 32 at a time.
