@@ -113,6 +113,9 @@ func TestPlanPod(t *testing.T) {
 				if fe.Reason != tt.wantReason || fe.Summary != tt.wantSummary {
 					t.Errorf("Explain() = %q (summary %q), want %q (summary %q)", fe.Reason, fe.Summary, tt.wantReason, tt.wantSummary)
 				}
+				if sum := placement.ExplainSummary(node, req, "GiB"); sum.Summary != fe.Summary || sum.Unresolvable != fe.Unresolvable {
+					t.Errorf("ExplainSummary() = %+v, want the summary and resolvability of %+v", sum, fe)
+				}
 				return
 			}
 			if !ok {

@@ -36,6 +36,7 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	}
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
+	knownUnfit := false // every node was planned on and the pod fits none
 	if e.filterChooses && !req.Empty() {
 		e.scoreNodes(args.Pod, &req, names, buf)
 		if best, _, _ := topNode(args.Pod, names, buf.raw, buf.fits); best >= 0 {
@@ -45,16 +46,18 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 			e.metrics.filters.Add(1)
 			return e.filterResult(args, res, buf.fits)
 		}
-		clear(buf.fits) // fits nowhere: say why below
+		clear(buf.fits) // fits nowhere: say why below, without planning again
+		knownUnfit = true
 	}
 	failures := buf.failures
+	detail := logger.V(4).Enabled() // each node's own reason is logged, not answered
 	if !req.Empty() {
 		res := cache.PodResources(args.Pod)
 		parallelize(len(names), func(lo, hi int) {
 			var plan placement.Plan
 			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
 			e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
-				if fe := e.check(d, node, &plan); fe != nil {
+				if fe := e.check(d, node, &plan, knownUnfit, detail); fe != nil {
 					failures[lo+i] = fe
 				}
 			})
@@ -88,16 +91,26 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	return e.filterResult(args, res, passed)
 }
 
-// check says why d's pod does not fit node (nil when it fits); plan is scratch space.
-func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *placement.Plan) *placement.FitError {
+// unknownNode is the reason of a candidate the extender does not know.
+var unknownNode = &placement.FitError{
+	Reason:       "GPU memory: node is not a GPU-sharing node known to the extender",
+	Summary:      "GPU memory: node is not a GPU-sharing node known to the extender",
+	Unresolvable: true,
+}
+
+// check says why d's pod does not fit node (nil when it fits); plan is scratch space. With
+// unfit, the caller already knows the pod does not fit and only the reason is wanted; with
+// detail, the node's own Reason too (else only the Summary filter answers).
+func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *placement.Plan, unfit, detail bool) *placement.FitError {
 	switch {
 	case node == nil:
-		r := "GPU memory: node is not a GPU-sharing node known to the extender"
-		return &placement.FitError{Reason: r, Summary: r, Unresolvable: true}
-	case d.Feasible(node, plan):
+		return unknownNode
+	case !unfit && d.Feasible(node, plan):
 		return nil
+	case detail:
+		return placement.Explain(node, d.Request(), e.names.UnitLabel())
 	}
-	return placement.Explain(node, d.Request(), e.names.UnitLabel())
+	return placement.ExplainSummary(node, d.Request(), e.names.UnitLabel())
 }
 
 // filterResult fills the passing nodes (passed[i] for the request's i-th node) in the form the
