@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gpushare/gpushare/pkg/gpumem"
 )
@@ -11,6 +12,7 @@ import (
 // FitError says why a pod does not fit a node, in words for people.
 type FitError struct {
 	// Reason is the explanation for this node (bind errors, logs): its cards and free blocks.
+	// Empty in the errors of Summaries, which serve thousands of nodes.
 	Reason string
 	// Summary is the same reason in words that depend on the pod alone, so that kube-scheduler,
 	// which counts identical reasons over the nodes, summarises a FailedScheduling event as
@@ -23,91 +25,155 @@ type FitError struct {
 
 func (e *FitError) Error() string { return e.Reason }
 
-// Explain says why req does not fit node; unit labels the quantities (e.g. "GiB").
-func Explain(node *NodeInfo, req *gpumem.PodRequest, unit string) *FitError {
-	return explain(node, req, unit, true)
+// misfit is why a pod does not fit a node, before it is put in words.
+type misfit int
+
+const (
+	misfitNoGPUs      misfit = iota // the node has no shared GPUs
+	misfitUnhealthy                 // every card is unhealthy
+	misfitModel                     // no healthy card of an accepted model
+	misfitFewCards                  // fewer usable cards than a container spreads over
+	misfitTooSmall                  // no usable card is as large as a container's per-card ask
+	misfitNoFreeBlock               // no usable card has that much free now
+	misfitTogether                  // each fits alone, the containers do not fit together
+	misfitKinds
+)
+
+// unresolvable reports whether removing pods from the node would not help.
+func (m misfit) unresolvable() bool { return m != misfitNoFreeBlock && m != misfitTogether }
+
+// classification is what Explain found about a node.
+type classification struct {
+	kind       misfit
+	need       int64 // largest per-card ask of a container
+	cards      int   // most cards a container spreads over
+	eligible   int   // cards the pod may use
+	largestCap int64 // capacity of the largest of them
+	best       int   // position of the eligible card with the most free units
+	healthy    int
+	nodeGPUs   int
 }
 
-// ExplainSummary is Explain with the Summary alone (Reason empty): what filter answers for
-// each of thousands of nodes, at half the formatting.
-func ExplainSummary(node *NodeInfo, req *gpumem.PodRequest, unit string) *FitError {
-	return explain(node, req, unit, false)
-}
-
-// explain is Explain, formatting the node's own Reason only with detail.
-func explain(node *NodeInfo, req *gpumem.PodRequest, unit string, detail bool) *FitError {
-	need, cards := int64(0), 0
-	for _, c := range req.Containers {
-		need, cards = max(need, c.PerGPU()), max(cards, c.GPUs)
+// classify says why req does not fit node.
+func classify(node *NodeInfo, req *gpumem.PodRequest) classification {
+	c := classification{best: -1, nodeGPUs: len(node.GPUs)}
+	for _, ct := range req.Containers {
+		c.need, c.cards = max(c.need, ct.PerGPU()), max(c.cards, ct.GPUs)
 	}
-	eligible, largestCap, best := 0, int64(0), -1
 	for g := range node.GPUs {
+		if node.GPUs[g].Healthy {
+			c.healthy++
+		}
 		if !node.CardFits(g, 0, req) {
 			continue
 		}
-		eligible++
-		largestCap = max(largestCap, node.GPUs[g].Capacity)
-		if best < 0 || node.GPUs[g].Free() > node.GPUs[best].Free() {
-			best = g
+		c.eligible++
+		c.largestCap = max(c.largestCap, node.GPUs[g].Capacity)
+		if c.best < 0 || node.GPUs[g].Free() > node.GPUs[c.best].Free() {
+			c.best = g
 		}
 	}
-	fe := &FitError{Unresolvable: true}
 	switch {
 	case len(node.GPUs) == 0:
-		fe.Summary = "GPU memory: node has no shared GPUs"
-		fe.Reason = fe.Summary
-	case eligible == 0:
-		fe.Reason, fe.Summary = noEligible(node, req, detail)
-	case eligible < cards:
-		fe.Summary = fmt.Sprintf("GPU memory: pod needs %d GPUs, fewer are usable", cards)
-		if detail {
-			fe.Reason = fmt.Sprintf("GPU memory: pod needs %d GPUs, node has %d usable", cards, eligible)
-		}
-	case largestCap < need:
-		fe.Summary = fmt.Sprintf("GPU memory: no GPU has %d %s", need, unit)
-		if detail {
-			fe.Reason = fmt.Sprintf("GPU memory: largest GPU has %d %s, pod needs %d %s on one GPU", largestCap, unit, need, unit)
-		}
-	case node.GPUs[best].Free() < need:
-		fe.Unresolvable = false
-		fe.Summary = fmt.Sprintf("GPU memory: no GPU has %d %s free", need, unit)
-		if detail {
-			fe.Reason = fmt.Sprintf("GPU memory: largest free block %d %s on GPU%d, pod needs %d %s",
-				node.GPUs[best].Free(), unit, node.GPUs[best].Index, need, unit)
-		}
+		c.kind = misfitNoGPUs
+	case c.eligible == 0 && c.healthy == 0:
+		c.kind = misfitUnhealthy
+	case c.eligible == 0:
+		c.kind = misfitModel
+	case c.eligible < c.cards:
+		c.kind = misfitFewCards
+	case c.largestCap < c.need:
+		c.kind = misfitTooSmall
+	case node.GPUs[c.best].Free() < c.need:
+		c.kind = misfitNoFreeBlock
 	default:
-		fe.Unresolvable = false
-		fe.Summary = fmt.Sprintf("GPU memory: the pod's %d containers (%d %s in all) do not fit together on the free GPU memory",
-			len(req.Containers), req.TotalUnits(), unit)
-		fe.Reason = fe.Summary
+		c.kind = misfitTogether
 	}
-	return fe
+	return c
 }
 
-// noEligible explains a node none of whose cards the pod may use: the reason and its summary.
-func noEligible(node *NodeInfo, req *gpumem.PodRequest, detail bool) (reason, summary string) {
-	healthy, models := 0, map[string]bool{}
-	for g := range node.GPUs {
-		if node.GPUs[g].Healthy {
-			healthy++
-			models[node.GPUs[g].Model] = true
+// summary words c in terms of the pod alone.
+func (c *classification) summary(req *gpumem.PodRequest, unit string) string {
+	switch c.kind {
+	case misfitNoGPUs:
+		return "GPU memory: node has no shared GPUs"
+	case misfitUnhealthy:
+		return "GPU memory: all GPUs of the node are unhealthy"
+	case misfitModel:
+		return fmt.Sprintf("GPU model: no healthy GPU of model %s", strings.Join(req.Models, "|"))
+	case misfitFewCards:
+		return fmt.Sprintf("GPU memory: pod needs %d GPUs, fewer are usable", c.cards)
+	case misfitTooSmall:
+		return fmt.Sprintf("GPU memory: no GPU has %d %s", c.need, unit)
+	case misfitNoFreeBlock:
+		return fmt.Sprintf("GPU memory: no GPU has %d %s free", c.need, unit)
+	}
+	return together(req, unit)
+}
+
+// reason words c for this node.
+func (c *classification) reason(node *NodeInfo, req *gpumem.PodRequest, unit string) string {
+	switch c.kind {
+	case misfitUnhealthy:
+		return fmt.Sprintf("GPU memory: all %d GPUs of the node are unhealthy", c.nodeGPUs)
+	case misfitModel:
+		models := map[string]bool{}
+		for g := range node.GPUs {
+			if node.GPUs[g].Healthy {
+				models[node.GPUs[g].Model] = true
+			}
 		}
-	}
-	if healthy == 0 {
-		if detail {
-			reason = fmt.Sprintf("GPU memory: all %d GPUs of the node are unhealthy", len(node.GPUs))
+		have := make([]string, 0, len(models))
+		for m := range models {
+			have = append(have, fmt.Sprintf("%q", m))
 		}
-		return reason, "GPU memory: all GPUs of the node are unhealthy"
+		sort.Strings(have)
+		return fmt.Sprintf("GPU model: pod accepts %s, node has %s", strings.Join(req.Models, "|"), strings.Join(have, ", "))
+	case misfitFewCards:
+		return fmt.Sprintf("GPU memory: pod needs %d GPUs, node has %d usable", c.cards, c.eligible)
+	case misfitTooSmall:
+		return fmt.Sprintf("GPU memory: largest GPU has %d %s, pod needs %d %s on one GPU", c.largestCap, unit, c.need, unit)
+	case misfitNoFreeBlock:
+		b := &node.GPUs[c.best]
+		return fmt.Sprintf("GPU memory: largest free block %d %s on GPU%d, pod needs %d %s", b.Free(), unit, b.Index, c.need, unit)
 	}
-	accepts := strings.Join(req.Models, "|")
-	summary = fmt.Sprintf("GPU model: no healthy GPU of model %s", accepts)
-	if !detail {
-		return "", summary
+	return c.summary(req, unit) // the node adds nothing
+}
+
+func together(req *gpumem.PodRequest, unit string) string {
+	return fmt.Sprintf("GPU memory: the pod's %d containers (%d %s in all) do not fit together on the free GPU memory",
+		len(req.Containers), req.TotalUnits(), unit)
+}
+
+// Explain says why req does not fit node; unit labels the quantities (e.g. "GiB").
+func Explain(node *NodeInfo, req *gpumem.PodRequest, unit string) *FitError {
+	c := classify(node, req)
+	return &FitError{Reason: c.reason(node, req, unit), Summary: c.summary(req, unit), Unresolvable: c.kind.unresolvable()}
+}
+
+// Summaries explains one pod's misfits on many nodes with the summaries alone: each kind of
+// misfit is worded once and its FitError shared (read-only) by every node that fails that way,
+// so that explaining thousands of nodes allocates nothing per node. Safe for concurrent use.
+type Summaries struct {
+	req  *gpumem.PodRequest
+	unit string
+	mu   sync.Mutex
+	errs [misfitKinds]*FitError
+}
+
+// NewSummaries explains req's misfits in unit (e.g. "GiB").
+func NewSummaries(req *gpumem.PodRequest, unit string) *Summaries {
+	return &Summaries{req: req, unit: unit}
+}
+
+// Explain says why the pod does not fit node: a FitError with Summary and Unresolvable set
+// and Reason empty, shared with the other nodes that fail the same way.
+func (s *Summaries) Explain(node *NodeInfo) *FitError {
+	c := classify(node, s.req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.errs[c.kind] == nil {
+		s.errs[c.kind] = &FitError{Summary: c.summary(s.req, s.unit), Unresolvable: c.kind.unresolvable()}
 	}
-	have := make([]string, 0, len(models))
-	for m := range models {
-		have = append(have, fmt.Sprintf("%q", m))
-	}
-	sort.Strings(have)
-	return fmt.Sprintf("GPU model: pod accepts %s, node has %s", accepts, strings.Join(have, ", ")), summary
+	return s.errs[c.kind]
 }

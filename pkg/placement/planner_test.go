@@ -113,8 +113,13 @@ func TestPlanPod(t *testing.T) {
 				if fe.Reason != tt.wantReason || fe.Summary != tt.wantSummary {
 					t.Errorf("Explain() = %q (summary %q), want %q (summary %q)", fe.Reason, fe.Summary, tt.wantReason, tt.wantSummary)
 				}
-				if sum := placement.ExplainSummary(node, req, "GiB"); sum.Summary != fe.Summary || sum.Unresolvable != fe.Unresolvable {
-					t.Errorf("ExplainSummary() = %+v, want the summary and resolvability of %+v", sum, fe)
+				sums := placement.NewSummaries(req, "GiB")
+				sum := sums.Explain(node)
+				if sum.Summary != fe.Summary || sum.Unresolvable != fe.Unresolvable || sum.Reason != "" {
+					t.Errorf("Summaries.Explain() = %+v, want the summary and resolvability of %+v", sum, fe)
+				}
+				if again := sums.Explain(node); again != sum {
+					t.Error("Summaries.Explain worded the same misfit twice")
 				}
 				return
 			}

@@ -50,14 +50,17 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		knownUnfit = true
 	}
 	failures := buf.failures
-	detail := logger.V(4).Enabled() // each node's own reason is logged, not answered
+	var sums *placement.Summaries // each node's own reason is only logged, at V(4)
+	if !logger.V(4).Enabled() {
+		sums = placement.NewSummaries(&req, e.names.UnitLabel())
+	}
 	if !req.Empty() {
 		res := cache.PodResources(args.Pod)
 		parallelize(len(names), func(lo, hi int) {
 			var plan placement.Plan
 			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
 			e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
-				if fe := e.check(d, node, &plan, knownUnfit, detail); fe != nil {
+				if fe := e.check(d, node, &plan, knownUnfit, sums); fe != nil {
 					failures[lo+i] = fe
 				}
 			})
@@ -99,18 +102,19 @@ var unknownNode = &placement.FitError{
 }
 
 // check says why d's pod does not fit node (nil when it fits); plan is scratch space. With
-// unfit, the caller already knows the pod does not fit and only the reason is wanted; with
-// detail, the node's own Reason too (else only the Summary filter answers).
-func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *placement.Plan, unfit, detail bool) *placement.FitError {
+// unfit, the caller already knows the pod does not fit and only the reason is wanted. The
+// reason comes from sums (the summary filter answers, shared by the nodes that fail alike), or
+// with the node's own detail when sums is nil.
+func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *placement.Plan, unfit bool, sums *placement.Summaries) *placement.FitError {
 	switch {
 	case node == nil:
 		return unknownNode
 	case !unfit && d.Feasible(node, plan):
 		return nil
-	case detail:
+	case sums == nil:
 		return placement.Explain(node, d.Request(), e.names.UnitLabel())
 	}
-	return placement.ExplainSummary(node, d.Request(), e.names.UnitLabel())
+	return sums.Explain(node)
 }
 
 // filterResult fills the passing nodes (passed[i] for the request's i-th node) in the form the

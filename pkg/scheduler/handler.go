@@ -198,7 +198,8 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var args extenderArgs
 	if h.decode(w, r, &args) && h.fewEnoughNodes(w, r, &args) {
-		writeJSON(w, http.StatusOK, h.ext.Filter(h.ctx(r), args.args()))
+		body, err := appendFilterResult(nil, h.ext.Filter(h.ctx(r), args.args()))
+		writeBodyStatus(w, http.StatusOK, body, err)
 	}
 }
 
@@ -335,6 +336,11 @@ func writeError(w http.ResponseWriter, status int, err error) {
 // nearly every call.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
+	writeBodyStatus(w, status, body, err)
+}
+
+// writeBodyStatus answers status with an encoded JSON body, or 500 if encoding failed.
+func writeBodyStatus(w http.ResponseWriter, status int, body []byte, err error) {
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
 	}
