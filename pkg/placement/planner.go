@@ -61,7 +61,7 @@ func (sc *shortcuts) planInto(node *NodeInfo, req *gpumem.PodRequest, p *Plan) b
 	if !s.apps(0) || !s.inits() {
 		return false
 	}
-	p.Slots = append(p.Slots[:0:0], s.slots...) // the plan outlives the scratch's next use
+	p.Slots = append(p.Slots[:0], s.slots...) // p's own storage: the plan outlives the scratch's next use
 	return true
 }
 

@@ -68,6 +68,17 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 	}
 	passed := buf.fits
 	var unresolvable, full int
+	for _, fe := range failures { // size the answer's maps once
+		switch {
+		case fe == nil:
+		case fe.Unresolvable:
+			unresolvable++
+		default:
+			full++
+		}
+	}
+	res.FailedNodes, res.FailedAndUnresolvableNodes = make(extenderv1.FailedNodesMap, full), make(extenderv1.FailedNodesMap, unresolvable)
+	unresolvable, full = 0, 0
 	for i, fe := range failures {
 		switch {
 		case fe == nil:

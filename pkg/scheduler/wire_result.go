@@ -13,6 +13,7 @@ import (
 // included), without reflection over the two maps of failed nodes. For a pod that fits none of
 // thousands of candidates, encoding them reflectively took about as long as deciding.
 func appendFilterResult(b []byte, res *extenderv1.ExtenderFilterResult) ([]byte, error) {
+	b = slices.Grow(b, filterResultSize(res))
 	b = append(b, `{"Nodes":`...)
 	if res.Nodes == nil {
 		b = append(b, "null"...)
@@ -43,6 +44,23 @@ func appendFilterResult(b []byte, res *extenderv1.ExtenderFilterResult) ([]byte,
 	b = append(b, `,"Error":`...)
 	b = appendJSONString(b, res.Error)
 	return append(b, '}'), nil
+}
+
+// filterResultSize is about the length of res's JSON without Nodes (exact when no string
+// needs escaping), so that the answer is written into one buffer.
+func filterResultSize(res *extenderv1.ExtenderFilterResult) int {
+	n := 128 + len(res.Error)
+	if res.NodeNames != nil {
+		for _, name := range *res.NodeNames {
+			n += len(name) + 3
+		}
+	}
+	for _, m := range []extenderv1.FailedNodesMap{res.FailedNodes, res.FailedAndUnresolvableNodes} {
+		for k, v := range m {
+			n += len(k) + len(v) + 6
+		}
+	}
+	return n
 }
 
 // appendFailedNodes appends m as a JSON object with sorted keys (null for a nil map).
