@@ -57,6 +57,9 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	logger.Info("Starting gpushare extender", "version", version.Version, "commit", version.Commit, "address", cfg.listenAddress(), "https", !cfg.plainHTTP,
 		"clientCertRequired", cfg.tls.ClientCAFile != "", "policy", cfg.policy,
 		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.gcPercent)
+	}
 	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
