@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,21 +13,27 @@ import (
 	"strings"
 	"testing"
 
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
 // TestGrafanaDashboardQueriesServedMetrics: every gpushare_ metric the dashboard queries is one
-// the extender serves on /metrics (histograms by their _bucket series), so a renamed metric
-// cannot leave a panel empty unnoticed.
+// the extender or the share-plugin serves on /metrics (histograms by their _bucket series), so a
+// renamed metric cannot leave a panel empty unnoticed.
 func TestGrafanaDashboardQueriesServedMetrics(t *testing.T) {
 	raw, err := os.ReadFile("grafana/gpushare-dashboard.json")
 	if err != nil {
@@ -58,6 +65,9 @@ func TestGrafanaDashboardQueriesServedMetrics(t *testing.T) {
 		}
 	}
 	served := servedMetrics(t)
+	for m := range pluginMetrics(t) {
+		served[m] = true
+	}
 	var missing []string
 	for m, panel := range queried {
 		if !served[m] {
@@ -121,3 +131,49 @@ func servedMetrics(t *testing.T) map[string]bool {
 	}
 	return out
 }
+
+// pluginMetrics is the set of series names a share-plugin serves after reading one mocked card
+// with a container over its ask on it.
+func pluginMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	h, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 16 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetUsage(0, 50, []gonvml.ProcessInfo{{Pid: 10, UsedGpuMemory: 2 << 30}})
+	lib := nvml.New(h)
+	if err := lib.Init(); err != nil {
+		t.Fatal(err)
+	}
+	pod := st.MakePod().Name("p").GPUMem(1).Node("n1").Obj()
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, ContainerID: "containerd://c1"}}
+	s, err := usage.New(usage.Config{NVML: lib, Pods: onePod{pod}, Owners: ownerOf{usage.Owner{PodUID: string(pod.UID), ContainerID: "c1"}}, Names: contract.DefaultNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sample(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, f := range families {
+		out[f.GetName()] = true
+	}
+	if !out["gpushare_container_gpu_memory_over_request_bytes"] {
+		t.Fatalf("the plugin's reading has no container over its ask: %v", out)
+	}
+	return out
+}
+
+type onePod struct{ pod *v1.Pod }
+
+func (p onePod) NodePods(context.Context) ([]*v1.Pod, error) { return []*v1.Pod{p.pod}, nil }
+
+type ownerOf struct{ o usage.Owner }
+
+func (o ownerOf) OwnerOf(uint32) (usage.Owner, error) { return o.o, nil }
