@@ -335,7 +335,7 @@ func unitsLabel(b uint64, unit int64) string {
 	if unit <= 0 {
 		return "0"
 	}
-	return strconv.FormatUint(b/uint64(unit), 10) //nolint:gosec // G115: positive unit
+	return strconv.FormatUint(b/uint64(unit), 10)
 }
 
 func cardList(used map[string]uint64) string {
