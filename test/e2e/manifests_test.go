@@ -41,17 +41,7 @@ const (
 // replica (two would share the host's port), the kubelet's pod-resources folder (the test's
 // kubelet has its own --root-dir), the fake-NVML flags, and the images' tags.
 func TestManifestsOnRealNode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("\n" + banner + "\nSKIP TestManifestsOnRealNode: a real kubelet needs root\n" + banner)
-	}
-	if err := framework.InstallNodeTools(); err != nil {
-		t.Skip("\n" + banner + "\nSKIP TestManifestsOnRealNode: containerd/runc/busybox-static unavailable: " + err.Error() + "\n" + banner)
-	}
-	unlock, err := framework.LockDevicePluginDir(10*time.Minute, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(unlock) // registered first, so it runs after the nodes have stopped
+	claimRealNode(t)
 
 	dir := artifactDir(t)
 	images := filepath.Join(dir, "images")

@@ -21,17 +21,7 @@ import (
 // and kube-scheduler. Two pods share one card; each container's environment (kubectl logs)
 // must name its own pod's GPU UUID and units.
 func TestRealKubelet(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("\n" + banner + "\nSKIP TestRealKubelet: a real kubelet needs root\n" + banner)
-	}
-	if err := framework.InstallNodeTools(); err != nil {
-		t.Skip("\n" + banner + "\nSKIP TestRealKubelet: containerd/runc/busybox-static unavailable: " + err.Error() + "\n" + banner)
-	}
-	unlock, err := framework.LockDevicePluginDir(10*time.Minute, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(unlock) // registered first, so it runs after the node has stopped
+	claimRealNode(t)
 	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +99,24 @@ func TestRealKubelet(t *testing.T) {
 			t.Errorf("pod %s never marked %s=true: %v", name, contract.AnnotationAssigned, err)
 		}
 	}
+}
+
+// claimRealNode skips t where a real kubelet cannot run (not root, or containerd, runc and
+// busybox-static cannot be installed), and otherwise takes the machine's device-plugin folder
+// for t, released after everything t registers later (the node's stop included).
+func claimRealNode(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("\n" + banner + "\nSKIP " + t.Name() + ": a real kubelet needs root\n" + banner)
+	}
+	if err := framework.InstallNodeTools(); err != nil {
+		t.Skip("\n" + banner + "\nSKIP " + t.Name() + ": containerd/runc/busybox-static unavailable: " + err.Error() + "\n" + banner)
+	}
+	unlock, err := framework.LockDevicePluginDir(10*time.Minute, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock)
 }
 
 func goBuild(out, pkg string) error {
