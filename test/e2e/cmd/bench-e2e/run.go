@@ -156,17 +156,17 @@ func (b *bench) run(ctx context.Context) (result, error) {
 // profile writes a 30 s CPU profile of the extender into o.profile.
 func (b *bench) profile(ctx context.Context, addr string) {
 	path := filepath.Join(b.o.profile, filepath.Base(b.opts.Dir)+".pprof")
-	if err := framework.SaveProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=30", path); err != nil {
+	if err := framework.SaveProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=20", path); err != nil {
 		logf("profile: %v", err)
 		return
 	}
 	logf("CPU profile of the extender: %s", path)
 }
 
-// profileAPIServer writes a 30 s CPU profile of kube-apiserver into o.profile.
+// profileAPIServer writes a 20 s CPU profile of kube-apiserver into o.profile.
 func (b *bench) profileAPIServer(ctx context.Context) {
 	path := filepath.Join(b.o.profile, filepath.Base(b.opts.Dir)+"-apiserver.pprof")
-	raw, err := b.c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "30").
+	raw, err := b.c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").
 		Timeout(time.Minute).DoRaw(ctx)
 	if err == nil {
 		err = os.WriteFile(path, raw, 0o644)
