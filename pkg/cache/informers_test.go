@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,8 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 
@@ -49,6 +52,23 @@ func TestPodFeedSyncedMeansDelivered(t *testing.T) {
 	}
 	c := &slowCache{Cache: cache.New(contract.DefaultNames(), logger)}
 	client := fake.NewClientset(objs...)
+	// The fake API server drops events that happen before a watch starts (a real one replays
+	// them from the list's resourceVersion), so the test waits for the feed's watch before it
+	// deletes.
+	podWatchStarted := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(clienttesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		once.Do(func() { close(podWatchStarted) })
+		return true, w, nil
+	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 	nodesSynced, err := cache.AddNodeEventHandlers(c, factory, contract.DefaultNames())
 	if err != nil {
@@ -69,6 +89,11 @@ func TestPodFeedSyncedMeansDelivered(t *testing.T) {
 		t.Error("synced without the node")
 	}
 	// Afterwards the watch feeds the cache: a deleted pod leaves it.
+	select {
+	case <-podWatchStarted:
+	case <-ctx.Done():
+		t.Fatal("the pod feed never started its watch")
+	}
 	if err := client.CoreV1().Pods("default").Delete(ctx, "p0000", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
