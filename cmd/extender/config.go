@@ -49,8 +49,10 @@ type config struct {
 	profilingAddress string
 	// filterChooses answers filter with the one best node (scheduler.WithFilterChoosing).
 	filterChooses bool
-	// bindEvents records a GPUAssigned event on each pod bound with gpu-mem.
+	// bindEvents records a GPUAssigned event on each pod bound with gpu-mem, at most eventQPS
+	// per second.
 	bindEvents bool
+	eventQPS   float64
 	// gcPercent is the garbage collector's target (Go's GOGC), unless GOGC is set.
 	gcPercent int
 }
@@ -66,13 +68,19 @@ func defaultConfig() config {
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
 		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election,
-		filterChooses: true, bindEvents: true, gcPercent: defaultGCPercent}
+		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent}
 }
 
 // defaultGCPercent lets the heap grow by half the live heap between collections instead of Go's
 // 100 %: at 5,000 nodes and 50,000 pods the resident set after filter calls went from 220 to
 // 187 MiB with no change in filter latency (docs/design.md, Memory).
 const defaultGCPercent = 50
+
+// defaultEventQPS bounds the GPUAssigned events written per second (their own client): enough
+// for every bind of a steadily busy cluster, while a burst of binds queues its events (the
+// broadcaster keeps 1,000 and drops the rest) instead of adding a write per bind to the API
+// server and etcd the binds need (docs/design.md, Throughput).
+const defaultEventQPS = 10
 
 func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.address, "address", c.address, "host:port the extender listens on (default "+httpsAddress+" for HTTPS, "+plainAddress+" with --plain-http)")
@@ -89,6 +97,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.profilingAddress, "profiling-address", "", "loopback host:port to serve Go's runtime profiles on (/debug/pprof/, unauthenticated); empty: off")
 	fs.IntVar(&c.gcPercent, "gc-percent", c.gcPercent, "garbage collector target, as Go's GOGC (heap growth over the live heap before a collection, in percent); the GOGC environment variable wins when set")
 	fs.BoolVar(&c.bindEvents, "bind-events", c.bindEvents, "record a Normal GPUAssigned event on each pod bound with gpu-mem, naming the node and its cards (one asynchronous API write per bind)")
+	fs.Float64Var(&c.eventQPS, "event-qps", c.eventQPS, "GPUAssigned events written per second at most (burst twice that); in a burst of binds the rest queue, and past 1,000 queued they are dropped (the pod's annotations say the same)")
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
@@ -114,6 +123,9 @@ func (c *config) validate(policies policies.Registry) error {
 	case !c.plainHTTP && (c.tls.CertFile == "" || c.tls.KeyFile == ""):
 		errs = append(errs, fmt.Errorf("--tls-cert-file and --tls-private-key-file are required to serve HTTPS; "+
 			"--plain-http serves plain HTTP without authentication instead (on %s by default: a sidecar of kube-scheduler)", plainAddress))
+	}
+	if c.bindEvents && c.eventQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--event-qps must be positive (--bind-events=false turns the events off)"))
 	}
 	if c.gcPercent <= 0 {
 		errs = append(errs, fmt.Errorf("--gc-percent must be positive (GOGC=off in the environment turns the collector off)"))

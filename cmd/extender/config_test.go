@@ -26,6 +26,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "a key without a certificate", change: func(c *config) { c.tls.CertFile = "" }, wantErr: []string{"--tls-cert-file and --tls-private-key-file are required"}},
 		{name: "plain HTTP and TLS files", change: func(c *config) { c.plainHTTP = true }, wantErr: []string{"--plain-http and the TLS files"}},
 		{name: "collector target zero", change: func(c *config) { c.gcPercent = 0 }, wantErr: []string{"--gc-percent must be positive"}},
+		{name: "events at zero per second", change: func(c *config) { c.eventQPS = 0 }, wantErr: []string{"--event-qps must be positive"}},
+		{name: "no events, no event rate", change: func(c *config) { c.bindEvents, c.eventQPS = false, 0 }},
 		{name: "spread policy", change: func(c *config) { c.policy = "spread" }},
 		{name: "MiB unit", change: func(c *config) { c.names.Unit = resource.MustParse("1Mi") }},
 		{name: "unknown policy", change: func(c *config) { c.policy = "fastest" }, wantErr: []string{`unknown policy "fastest"`, "binpack", "spread"}},

@@ -99,7 +99,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		// per bind halved the binds the extender could make per second. Under a burst they
 		// queue (and the broadcaster drops what overflows) while binds go on.
 		erc := rest.CopyConfig(rc)
-		erc.QPS, erc.Burst = eventQPS, 2*eventQPS
+		erc.QPS, erc.Burst = float32(cfg.eventQPS), max(1, int(2*cfg.eventQPS))
 		eventClient, err := kubernetes.NewForConfig(erc)
 		if err != nil {
 			return fmt.Errorf("events client: %w", err)
@@ -163,9 +163,6 @@ func listen(cfg *config, logger klog.Logger) (net.Listener, error) {
 	}
 	return ln, nil
 }
-
-// eventQPS bounds the GPUAssigned events written per second (their own client).
-const eventQPS = 50
 
 // protobuf is the API server's protobuf media type: watching and decoding pods costs both ends
 // less CPU than JSON.
