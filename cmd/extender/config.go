@@ -76,10 +76,10 @@ func defaultConfig() config {
 // 187 MiB with no change in filter latency (docs/design.md, Memory).
 const defaultGCPercent = 50
 
-// defaultEventQPS bounds the GPUAssigned events written per second (their own client): enough
-// for every bind of a steadily busy cluster, while a burst of binds queues its events (the
-// broadcaster keeps 1,000 and drops the rest) instead of adding a write per bind to the API
-// server and etcd the binds need (docs/design.md, Throughput).
+// defaultEventQPS bounds the GPUAssigned events recorded per second: every bind of a steadily
+// busy cluster gets its event, while in a burst of binds the events over the rate are dropped
+// instead of adding a write per bind to the API server and etcd the binds need (docs/design.md,
+// Throughput).
 const defaultEventQPS = 10
 
 func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
@@ -97,7 +97,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.profilingAddress, "profiling-address", "", "loopback host:port to serve Go's runtime profiles on (/debug/pprof/, unauthenticated); empty: off")
 	fs.IntVar(&c.gcPercent, "gc-percent", c.gcPercent, "garbage collector target, as Go's GOGC (heap growth over the live heap before a collection, in percent); the GOGC environment variable wins when set")
 	fs.BoolVar(&c.bindEvents, "bind-events", c.bindEvents, "record a Normal GPUAssigned event on each pod bound with gpu-mem, naming the node and its cards (one asynchronous API write per bind)")
-	fs.Float64Var(&c.eventQPS, "event-qps", c.eventQPS, "GPUAssigned events written per second at most (burst twice that); in a burst of binds the rest queue, and past 1,000 queued they are dropped (the pod's annotations say the same)")
+	fs.Float64Var(&c.eventQPS, "event-qps", c.eventQPS, "GPUAssigned events recorded per second at most (bursts of twice that); events over it are dropped and counted in gpushare_events_dropped_total (the pods' annotations name their cards all the same)")
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")

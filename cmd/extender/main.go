@@ -96,10 +96,11 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}
 	if cfg.bindEvents {
 		// Events go through a client of their own: sharing the binds' rate limiter, one event
-		// per bind halved the binds the extender could make per second. Under a burst they
-		// queue (and the broadcaster drops what overflows) while binds go on.
+		// per bind halved the binds the extender could make per second. The extender drops
+		// the events over --event-qps before they reach the broadcaster (WithEventRate), so
+		// this client's own limit is only a backstop.
 		erc := rest.CopyConfig(rc)
-		erc.QPS, erc.Burst = float32(cfg.eventQPS), max(1, int(2*cfg.eventQPS))
+		erc.QPS, erc.Burst = float32(2*cfg.eventQPS), max(2, int(4*cfg.eventQPS))
 		eventClient, err := kubernetes.NewForConfig(erc)
 		if err != nil {
 			return fmt.Errorf("events client: %w", err)
@@ -107,7 +108,8 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
 		broadcaster.StartRecordingToSink(informerCtx.Done())
 		defer broadcaster.Shutdown()
-		opts = append(opts, scheduler.WithEventRecorder(broadcaster.NewRecorder("gpushare-extender")))
+		opts = append(opts, scheduler.WithEventRecorder(broadcaster.NewRecorder("gpushare-extender")),
+			scheduler.WithEventRate(float32(cfg.eventQPS), max(1, int(2*cfg.eventQPS))))
 	}
 	if cfg.leaderElect {
 		elector, stopElection, err := startElection(ctx, rc, cfg.election)

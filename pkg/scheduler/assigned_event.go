@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 )
@@ -22,10 +23,23 @@ const ReasonGPUAssigned = "GPUAssigned"
 // kube-scheduler's FailedScheduling event carries filter's per-node reasons, summarised.
 func WithEventRecorder(r events.EventRecorder) Option { return func(e *Extender) { e.recorder = r } }
 
+// WithEventRate bounds the GPUAssigned events to qps per second with bursts of burst; Bind
+// drops the events over it (gpushare_events_dropped_total counts them). Without a bound, a
+// burst of binds makes a burst of event writes on the API server and etcd the binds need
+// (docs/design.md, Throughput), and client-go's broadcaster, whose client waits for its own
+// rate limit, keeps a goroutine and a copy of the event per waiting event.
+func WithEventRate(qps float32, burst int) Option {
+	return func(e *Extender) { e.eventRate = flowcontrol.NewTokenBucketRateLimiter(qps, burst) }
+}
+
 // recordAssigned records the GPUAssigned event of a pod bound to node with the placement
 // annotations ann.
 func (e *Extender) recordAssigned(pod *v1.Pod, node string, ann map[string]string) {
 	if e.recorder == nil || ann == nil {
+		return
+	}
+	if e.eventRate != nil && !e.eventRate.TryAccept() {
+		e.metrics.eventsDropped.Inc()
 		return
 	}
 	alloc, err := contract.DecodeAllocation(ann[contract.AnnotationAllocation])

@@ -42,3 +42,46 @@ func TestBindRecordsGPUAssigned(t *testing.T) {
 		t.Errorf("events (-want,+got):\n%s", diff)
 	}
 }
+
+// TestBindDropsEventsOverRate: with WithEventRate, binds beyond the rate's burst still bind,
+// but their GPUAssigned events are dropped and counted in gpushare_events_dropped_total.
+func TestBindDropsEventsOverRate(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16, 16).Obj()}
+	names := []string{"a", "b", "c", "d"}
+	var pods []*v1.Pod
+	for _, n := range names {
+		pods = append(pods, st.MakePod().Name(n).GPUMem(4).Obj())
+	}
+	opts := []scheduler.Option{scheduler.WithEventRecorder(rec), scheduler.WithEventRate(0.001, 2)}
+	e := newEnvOpts(t, newPolicy(t, "binpack"), opts, nodes, pods...)
+	for _, n := range names {
+		if err := e.ext.Bind(e.ctx, bindArgs(n, "n1")); err != nil {
+			t.Fatalf("bind %s: %v", n, err)
+		}
+	}
+	close(rec.Events)
+	recorded := 0
+	for range rec.Events {
+		recorded++
+	}
+	if recorded != 2 {
+		t.Errorf("recorded %d events, want the burst's 2", recorded)
+	}
+	if n, _ := e.ext.Cache().Node("n1"); n.UsedUnits() != 16 {
+		t.Errorf("n1 has %d units used after binding four 4-unit pods, want 16", n.UsedUnits())
+	}
+	families, err := e.ext.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := -1.0
+	for _, f := range families {
+		if f.GetName() == "gpushare_events_dropped_total" {
+			dropped = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if dropped != 2 {
+		t.Errorf("gpushare_events_dropped_total = %v, want 2", dropped)
+	}
+}

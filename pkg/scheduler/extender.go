@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -34,8 +35,10 @@ type Extender struct {
 	// filterChooses makes Filter answer a gpu-mem pod with the one node Prioritize would
 	// give the top score (WithFilterChoosing).
 	filterChooses bool
-	// recorder, if set, records the GPUAssigned event of each pod Bind binds with gpu-mem.
-	recorder events.EventRecorder
+	// recorder, if set, records the GPUAssigned event of each pod Bind binds with gpu-mem;
+	// eventRate, if set, bounds how many per second (the others are dropped and counted).
+	recorder  events.EventRecorder
+	eventRate flowcontrol.RateLimiter
 }
 
 // Option configures an Extender.

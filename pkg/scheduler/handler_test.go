@@ -500,7 +500,7 @@ func metricsText(filters, prioritizes, binds, bindFailures, preempts int) map[st
 		"gpushare_preempt_total": float64(preempts), "gpushare_bind_unknown_outcome_total": 0,
 		"gpushare_bind_settled_bound_total": 0, "gpushare_bind_settled_released_total": 0,
 		"gpushare_bind_rollbacks_total": 0, "gpushare_unauthenticated_requests_total": 0,
-		"gpushare_overcommitted_cards": 0, "gpushare_leader": 1,
+		"gpushare_events_dropped_total": 0, "gpushare_overcommitted_cards": 0, "gpushare_leader": 1,
 	}
 }
 

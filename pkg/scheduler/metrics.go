@@ -17,6 +17,8 @@ type Metrics struct {
 	rollbacks prometheus.Counter
 	// unauthenticated counts requests refused for want of a verified client certificate.
 	unauthenticated prometheus.Counter
+	// eventsDropped counts GPUAssigned events not recorded for being over the event rate.
+	eventsDropped prometheus.Counter
 	// duration is each verb's handling time, by verb.
 	duration *prometheus.HistogramVec
 	// unfit counts the nodes filter turned away, by reason.
@@ -40,6 +42,7 @@ func NewMetrics() *Metrics {
 		settledReleased: counter("gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released)."),
 		rollbacks:       counter("gpushare_bind_rollbacks_total", "Charges released because the API server refused the pod's Binding."),
 		unauthenticated: counter("gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified."),
+		eventsDropped:   counter("gpushare_events_dropped_total", "GPUAssigned events not recorded because binds outpaced --event-qps (the pods' annotations name their cards all the same)."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gpushare_extender_request_duration_seconds",
 			Help:    "Time to answer a kube-scheduler call, by verb (filter, prioritize, bind, preempt), body decoding and answer included.",
@@ -51,7 +54,7 @@ func NewMetrics() *Metrics {
 		}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.filters, m.prioritizes, m.binds, m.bindFailures, m.preempts, m.unsettled,
-		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.duration, m.unfit)
+		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.eventsDropped, m.duration, m.unfit)
 	return m
 }
 
