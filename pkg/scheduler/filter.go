@@ -78,21 +78,17 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		}
 	}
 	res.FailedNodes, res.FailedAndUnresolvableNodes = make(extenderv1.FailedNodesMap, full), make(extenderv1.FailedNodesMap, unresolvable)
-	unresolvable, full = 0, 0
 	for i, fe := range failures {
 		switch {
 		case fe == nil:
 			passed[i] = true
+			continue
 		case fe.Unresolvable:
 			res.FailedAndUnresolvableNodes[names[i]] = fe.Summary
-			unresolvable++
 		default:
 			res.FailedNodes[names[i]] = fe.Summary
-			full++
 		}
-		if fe != nil {
-			logger.V(4).Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", names[i], "reason", fe.Reason)
-		}
+		logger.V(4).Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", names[i], "reason", fe.Reason)
 	}
 	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", countTrue(passed))
 	if unresolvable > 0 {

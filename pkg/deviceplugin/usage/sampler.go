@@ -158,7 +158,7 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		s.countError()
 		return Snapshot{}, fmt.Errorf("usage: %w", err)
 	}
-	idx := indexPods(pods)
+	idx := indexPods(pods, &s.cfg.Names)
 	snap := Snapshot{Time: time.Now()}
 	containers := map[containerKey]*ContainerUsage{}
 	var errs []error
@@ -193,10 +193,12 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 	return snap, errors.Join(errs...)
 }
 
-// podIndex finds the node's pods by UID and their containers by runtime ID.
+// podIndex finds the node's pods by UID and their containers by runtime ID, and holds the
+// gpu-mem request of each pod whose request is valid.
 type podIndex struct {
 	byUID       map[types.UID]*v1.Pod
 	byContainer map[string]containerRef
+	requests    map[types.UID]contract.PodRequest
 }
 
 // containerRef is a container of a pod.
@@ -205,10 +207,14 @@ type containerRef struct {
 	name string
 }
 
-func indexPods(pods []*v1.Pod) podIndex {
-	idx := podIndex{byUID: map[types.UID]*v1.Pod{}, byContainer: map[string]containerRef{}}
+func indexPods(pods []*v1.Pod, names *contract.Names) podIndex {
+	idx := podIndex{byUID: map[types.UID]*v1.Pod{}, byContainer: map[string]containerRef{},
+		requests: map[types.UID]contract.PodRequest{}}
 	for _, p := range pods {
 		idx.byUID[p.UID] = p
+		if req, err := contract.ParseRequest(p, names); err == nil {
+			idx.requests[p.UID] = req
+		}
 		for _, statuses := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
 			for _, st := range statuses {
 				if _, id, ok := strings.Cut(st.ContainerID, "://"); ok && id != "" {
@@ -233,36 +239,32 @@ func (s *Sampler) attribute(idx podIndex, pid uint32, containers map[containerKe
 		if pod == nil {
 			return nil
 		}
-		ref = containerRef{pod: pod, name: s.onlyGPUContainer(pod)} // "" when it cannot tell
+		ref = containerRef{pod: pod, name: idx.onlyGPUContainer(pod.UID)} // "" when it cannot tell
 	}
 	key := containerKey{pod: ref.pod.UID, container: ref.name}
 	if c, ok := containers[key]; ok {
 		return c
 	}
 	c := &ContainerUsage{Namespace: ref.pod.Namespace, Pod: ref.pod.Name, Container: ref.name, PodUID: ref.pod.UID,
-		UsedBytes: map[string]uint64{}, RequestedBytes: s.requested(ref.pod, ref.name)}
+		UsedBytes: map[string]uint64{}, RequestedBytes: idx.requested(ref.pod.UID, ref.name, s.cfg.Names.UnitBytes())}
 	containers[key] = c
 	return c
 }
 
 // onlyGPUContainer names the pod's one gpu-mem container, or "" when it has none or several.
-func (s *Sampler) onlyGPUContainer(pod *v1.Pod) string {
-	req, err := contract.ParseRequest(pod, &s.cfg.Names)
-	if err != nil || len(req.Containers) != 1 {
+func (idx podIndex) onlyGPUContainer(uid types.UID) string {
+	req, ok := idx.requests[uid]
+	if !ok || len(req.Containers) != 1 {
 		return ""
 	}
 	return req.Containers[0].Name
 }
 
-// requested is the GPU memory container name of pod asked, in bytes (0 if none).
-func (s *Sampler) requested(pod *v1.Pod, name string) uint64 {
-	req, err := contract.ParseRequest(pod, &s.cfg.Names)
-	if err != nil {
-		return 0
-	}
-	for _, c := range req.Containers {
+// requested is the GPU memory container name of the pod asked, in bytes (0 if none).
+func (idx podIndex) requested(uid types.UID, name string, unitBytes int64) uint64 {
+	for _, c := range idx.requests[uid].Containers {
 		if c.Name == name && c.Units > 0 {
-			return uint64(c.Units) * uint64(s.cfg.Names.UnitBytes()) //nolint:gosec // G115: positive units and unit
+			return uint64(c.Units) * uint64(unitBytes) //nolint:gosec // G115: positive units and unit
 		}
 	}
 	return 0
