@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
@@ -57,9 +56,6 @@ type config struct {
 	eventQPS   float64
 	// gcPercent is the garbage collector's target (Go's GOGC), unless GOGC is set.
 	gcPercent int
-	// startupMemoryLimit is Go's soft memory limit until the extender is ready (0: none),
-	// unless GOMEMLIMIT is set.
-	startupMemoryLimit resource.Quantity
 }
 
 func defaultConfig() config {
@@ -101,14 +97,6 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.Int64Var(&c.maxBody, "max-body-bytes", c.maxBody, "largest request body accepted")
 	fs.StringVar(&c.profilingAddress, "profiling-address", "", "loopback host:port to serve Go's runtime profiles on (/debug/pprof/, unauthenticated); empty: off")
 	fs.IntVar(&c.gcPercent, "gc-percent", c.gcPercent, "garbage collector target, as Go's GOGC (heap growth over the live heap before a collection, in percent); the GOGC environment variable wins when set")
-	fs.Func("startup-memory-limit", "soft memory limit of the Go runtime until the first lists are in and the extender is ready, e.g. 160Mi (0: none; the GOMEMLIMIT environment variable wins): keeps the first list's garbage from raising the resident set, at some CPU during start", func(v string) error {
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return err
-		}
-		c.startupMemoryLimit = q
-		return nil
-	})
 	fs.BoolVar(&c.bindEvents, "bind-events", c.bindEvents, "record a Normal GPUAssigned event on each pod bound with gpu-mem, naming the node and its cards (one asynchronous API write per bind)")
 	fs.Float64Var(&c.eventQPS, "event-qps", c.eventQPS, "GPUAssigned events recorded per second at most (bursts of twice that); events over it are dropped and counted in gpushare_events_dropped_total (the pods' annotations name their cards all the same)")
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
@@ -139,9 +127,6 @@ func (c *config) validate(policies policies.Registry) error {
 	}
 	if c.bindEvents && c.eventQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--event-qps must be positive (--bind-events=false turns the events off)"))
-	}
-	if c.startupMemoryLimit.Sign() < 0 {
-		errs = append(errs, fmt.Errorf("--startup-memory-limit must not be negative"))
 	}
 	if c.gcPercent <= 0 {
 		errs = append(errs, fmt.Errorf("--gc-percent must be positive (GOGC=off in the environment turns the collector off)"))

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 
@@ -30,8 +28,6 @@ func TestConfigValidate(t *testing.T) {
 		{name: "collector target zero", change: func(c *config) { c.gcPercent = 0 }, wantErr: []string{"--gc-percent must be positive"}},
 		{name: "events at zero per second", change: func(c *config) { c.eventQPS = 0 }, wantErr: []string{"--event-qps must be positive"}},
 		{name: "no events, no event rate", change: func(c *config) { c.bindEvents, c.eventQPS = false, 0 }},
-		{name: "negative startup memory limit", change: func(c *config) { c.startupMemoryLimit = resource.MustParse("-1Mi") }, wantErr: []string{"--startup-memory-limit must not be negative"}},
-		{name: "startup memory limit", change: func(c *config) { c.startupMemoryLimit = resource.MustParse("160Mi") }},
 		{name: "spread policy", change: func(c *config) { c.policy = "spread" }},
 		{name: "MiB unit", change: func(c *config) { c.names.Unit = resource.MustParse("1Mi") }},
 		{name: "unknown policy", change: func(c *config) { c.policy = "fastest" }, wantErr: []string{`unknown policy "fastest"`, "binpack", "spread"}},
@@ -87,34 +83,6 @@ func TestListenAddress(t *testing.T) {
 			c.address, c.plainHTTP = tc.address, tc.plain
 			if got := c.listenAddress(); got != tc.want {
 				t.Errorf("listenAddress() = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestStartupMemoryLimitFlag: the flag takes a Kubernetes quantity and refuses anything else.
-func TestStartupMemoryLimitFlag(t *testing.T) {
-	tests := []struct {
-		arg     string
-		want    int64
-		wantErr bool
-	}{
-		{arg: "160Mi", want: 160 << 20},
-		{arg: "0", want: 0},
-		{arg: "lots", wantErr: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.arg, func(t *testing.T) {
-			c := defaultConfig()
-			fs := flag.NewFlagSet("extender", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			c.addFlags(fs, policies.NewRegistry())
-			err := fs.Parse([]string{"--startup-memory-limit=" + tc.arg})
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("Parse(%q) error = %v, want error %v", tc.arg, err, tc.wantErr)
-			}
-			if got := c.startupMemoryLimit.Value(); !tc.wantErr && got != tc.want {
-				t.Errorf("limit = %d bytes, want %d", got, tc.want)
 			}
 		})
 	}

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -60,13 +59,6 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(cfg.gcPercent)
-	}
-	// Until the first lists are in, a soft memory limit makes the collector and the scavenger
-	// keep the decoded pods' garbage from piling up (the first list's peak); it is lifted once
-	// the extender is ready, so that it never weighs on the verbs.
-	startupLimit := cfg.startupMemoryLimit.Value() > 0 && os.Getenv("GOMEMLIMIT") == ""
-	if startupLimit {
-		debug.SetMemoryLimit(cfg.startupMemoryLimit.Value())
 	}
 	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
 	if err != nil {
@@ -133,9 +125,6 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 			debug.FreeOSMemory() // the first lists' decoded objects, garbage now, back to the OS
 			ext.Relearn()
 			ext.SyncPolicy()
-			if startupLimit {
-				debug.SetMemoryLimit(math.MaxInt64)
-			}
 			warm.Store(true)
 			ext.RunPolicySync(informerCtx, policySyncPeriod)
 		}

@@ -214,3 +214,79 @@ func mustNil(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestPodFeedListsPageByPage: the feed's list reads pods in pages and hands each page to the
+// cache before it reads the next (a first list of 50,000 pods is never held whole), and the
+// list completes as a relist: a pod the feed held that the list lacks leaves the cache.
+func TestPodFeedListsPageByPage(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	const n = 1250
+	var pods []v1.Pod
+	for i := range n {
+		pods = append(pods, *st.MakePod().Name(fmt.Sprintf("p%04d", i)).GPUMem(1).Node("gpu").
+			Placement(fmt.Sprintf(`{"0":{"%d":1}}`, i%2)).Obj())
+	}
+	c := &slowCache{Cache: cache.New(contract.DefaultNames(), logger)}
+	c.SetNode(st.MakeNode("gpu").GPUs(2, 1000).Obj())
+	feed := cache.NewPodFeed(c, contract.DefaultNames())
+	stale := st.MakePod().Name("stale").GPUMem(3).Node("gpu").Placement(`{"0":{"0":3}}`).Obj()
+	mustNil(t, feed.Add(stale))
+	base := c.pods.Load()
+
+	type call struct {
+		Limit          int64
+		Continue       string
+		DeliveredFirst int64 // listed pods the cache had when the page was asked for
+	}
+	var (
+		mu    sync.Mutex
+		calls []call
+	)
+	client := fake.NewClientset()
+	client.PrependReactor("list", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		opts := action.(clienttesting.ListActionImpl).ListOptions
+		from := 0
+		if opts.Continue != "" {
+			if _, err := fmt.Sscan(opts.Continue, &from); err != nil {
+				return true, nil, err
+			}
+		}
+		mu.Lock()
+		calls = append(calls, call{Limit: opts.Limit, Continue: opts.Continue, DeliveredFirst: c.pods.Load() - base})
+		mu.Unlock()
+		to := min(from+int(opts.Limit), n)
+		if opts.Limit == 0 {
+			to = n
+		}
+		list := &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}, Items: pods[from:to]}
+		if to < n {
+			list.Continue = fmt.Sprint(to)
+		}
+		return true, list, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go feed.Run(ctx, feed.ListWatch(client))
+	if !toolscache.WaitForCacheSync(ctx.Done(), feed.HasSynced) {
+		t.Fatal("never synced")
+	}
+	mu.Lock()
+	want := []call{{Limit: 500}, {Limit: 500, Continue: "500", DeliveredFirst: 500}, {Limit: 500, Continue: "1000", DeliveredFirst: 1000}}
+	if diff := cmp.Diff(want, calls[:min(len(calls), 3)]); diff != "" {
+		t.Errorf("list calls (-want,+got):\n%s", diff)
+	}
+	mu.Unlock()
+	if got := c.pods.Load() - base; got != n {
+		t.Errorf("%d of %d listed pods handed to the cache", got, n)
+	}
+	if _, ok := c.Pod(stale.UID); ok {
+		t.Error("a pod the list lacks is still in the cache")
+	}
+	if got := feed.LastStoreSyncResourceVersion(); got != "7" {
+		t.Errorf("resource version %q after the list, want 7", got)
+	}
+	node, _ := c.Node("gpu")
+	if got := node.UsedUnits(); got != n {
+		t.Errorf("used units %d, want %d (one per listed pod)", got, n)
+	}
+}

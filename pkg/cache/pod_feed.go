@@ -8,12 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -36,6 +32,7 @@ type PodFeed struct {
 	mu      sync.RWMutex
 	pending map[string]map[string]*v1.Pod // namespace → name → trimmed pod not bound yet
 	bound   map[string]types.UID          // key → UID of a bound pod
+	listed  map[string]bool               // keys handed over by the list in progress (ListWatch)
 	synced  atomic.Bool                   // the first list has been handed to the cache
 	lastRV  atomic.Pointer[string]        // the latest resource version seen
 }
@@ -96,9 +93,16 @@ func (f *PodFeed) Delete(obj any) error {
 	return nil
 }
 
-// Replace makes the feed, and the cache, hold exactly list: pods not in it are removed.
+// Replace makes the feed, and the cache, hold exactly list and the pods the feed's own list
+// handed over page by page (ListWatch): pods in neither are removed.
 func (f *PodFeed) Replace(list []any, rv string) error {
-	seen := make(map[string]bool, len(list))
+	f.mu.Lock()
+	seen := f.listed
+	f.listed = nil
+	f.mu.Unlock()
+	if seen == nil {
+		seen = make(map[string]bool, len(list))
+	}
 	for _, obj := range list {
 		pod, ok := obj.(*v1.Pod)
 		if !ok {
@@ -321,25 +325,4 @@ func stub(key string, uid types.UID) *v1.Pod {
 func cutKey(key string) (string, string, bool) {
 	ns, name, err := toolscache.SplitMetaNamespaceKey(key)
 	return ns, name, err == nil
-}
-
-// ListWatch lists and watches every pod through client for Run, as the shared informer
-// factory's pod informer does (with its watch-list semantics), trimming each page of a paged
-// list as it arrives so that a first list of tens of thousands of pods is not held whole.
-func (f *PodFeed) ListWatch(client kubernetes.Interface) toolscache.ListerWatcher {
-	pods := client.CoreV1().Pods(metav1.NamespaceAll)
-	return toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			list, err := pods.List(ctx, opts)
-			if err == nil {
-				for i := range list.Items {
-					trimPod(&list.Items[i], f.keep)
-				}
-			}
-			return list, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return pods.Watch(ctx, opts)
-		},
-	}, client)
 }
