@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
