@@ -30,14 +30,34 @@ func (r *AuditReport) OK() bool { return len(r.Overcommitted) == 0 && len(r.Diff
 // the cache holds Assumed (a bind under way or being settled) shows as a difference: audit a
 // quiet cluster.
 func Audit(c Cache, nodes []v1.Node, pods []v1.Pod, names contract.Names) AuditReport {
-	truth := New(names, klog.Background().V(10))
+	t := NewAuditTruth(names)
 	for i := range nodes {
-		truth.SetNode(&nodes[i])
+		t.AddNode(&nodes[i])
 	}
 	for i := range pods {
-		truth.SetPod(&pods[i])
+		t.AddPod(&pods[i])
 	}
-	want, got := byName(truth.Nodes()), byName(c.Nodes())
+	return t.Compare(c)
+}
+
+// AuditTruth is the API server's truth for Audit, built as the nodes and pods are listed (page
+// by page: it keeps what a cache keeps, not the objects).
+type AuditTruth struct{ truth Cache }
+
+// NewAuditTruth returns an empty truth.
+func NewAuditTruth(names contract.Names) *AuditTruth {
+	return &AuditTruth{truth: New(names, klog.Background().V(10))}
+}
+
+// AddNode adds a node as the API server has it.
+func (t *AuditTruth) AddNode(n *v1.Node) { t.truth.SetNode(n) }
+
+// AddPod adds a pod as the API server has it.
+func (t *AuditTruth) AddPod(p *v1.Pod) { t.truth.SetPod(p) }
+
+// Compare checks c against the truth, as Audit does.
+func (t *AuditTruth) Compare(c Cache) AuditReport {
+	want, got := byName(t.truth.Nodes()), byName(c.Nodes())
 	var r AuditReport
 	for name, n := range want {
 		r.Overcommitted = append(r.Overcommitted, overcommitted(n)...)

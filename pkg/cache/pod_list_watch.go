@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,17 +12,13 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// listPageSize is how many pods one page of the feed's list holds (client-go's pager default).
-const listPageSize = 500
-
 // podListWatch lists pods for the feed's reflector page by page, handing each page to the feed
 // as it arrives, and watches them. client-go's reflector holds a whole first list before its
 // store sees any of it, streamed (watch-list) or paged: at 50,000 pods that peak is most of the
 // extender's memory (`make bench-scale`). Here a page is garbage once the feed has it.
 type podListWatch struct {
-	feed     *PodFeed
-	pods     corev1client.PodInterface
-	pageSize int64
+	feed *PodFeed
+	pods corev1client.PodInterface
 }
 
 var (
@@ -35,7 +30,7 @@ var (
 // feed page by page and returns none itself; the reflector's Replace that follows completes it
 // (pods the feed held and the list did not have are removed).
 func (f *PodFeed) ListWatch(client kubernetes.Interface) toolscache.ListerWatcher {
-	return &podListWatch{feed: f, pods: client.CoreV1().Pods(metav1.NamespaceAll), pageSize: listPageSize}
+	return &podListWatch{feed: f, pods: client.CoreV1().Pods(metav1.NamespaceAll)}
 }
 
 // IsWatchListSemanticsUnSupported makes the reflector list rather than stream its first list
@@ -43,34 +38,27 @@ func (f *PodFeed) ListWatch(client kubernetes.Interface) toolscache.ListerWatche
 // until its end.
 func (lw *podListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
-// ListWithContext reads every pod at the newest resource version, page by page, and hands each
-// page to the feed. The reflector's resource version is ignored: the newest is at least as new
-// as any it asks for, and its "0" (the API server's watch cache) would answer in one piece. It
-// returns an empty list carrying the resource version the watch continues from.
+// ListWithContext reads every pod at the newest resource version, page by page
+// (EachPodPage), and hands each page to the feed. The reflector's resource version is
+// ignored: the newest is at least as new as any it asks for, and its "0" (the API server's
+// watch cache) would answer in one piece. It returns an empty list carrying the resource
+// version the watch continues from.
 func (lw *podListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	lw.feed.beginList()
-	page := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: lw.pageSize}
-	var rv string
-	for {
-		list, err := lw.pods.List(ctx, page)
-		if err != nil {
-			return nil, fmt.Errorf("list pods: %w", err)
-		}
-		if rv == "" {
-			rv = list.ResourceVersion
-		}
-		for i := range list.Items {
+	rv, err := EachPodPage(ctx, lw.pods, opts, func(pods []v1.Pod) error {
+		for i := range pods {
 			pod := new(v1.Pod)
-			*pod = list.Items[i] // a pod the feed keeps must not hold the page's array
+			*pod = pods[i] // a pod the feed keeps must not hold the page's array
 			if err := lw.feed.addListed(pod); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if list.Continue == "" {
-			return &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
-		}
-		page.Continue = list.Continue
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
 }
 
 // WatchWithContext watches every pod from opts' resource version.

@@ -4,21 +4,31 @@ import (
 	"context"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 )
 
 // Audit checks the extender's cache against the API server's truth (cache.Audit): it lists
-// every node and pod, so it is for debugging and tests, not for every scrape.
+// every node and pod, so it is for debugging and tests, not for every scrape. The pods are
+// read page by page into the truth (cache.EachPodPage), never held whole.
 func (e *Extender) Audit(ctx context.Context) (cache.AuditReport, error) {
+	truth := cache.NewAuditTruth(e.names)
 	nodes, err := e.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return cache.AuditReport{}, fmt.Errorf("audit: list nodes: %w", err)
 	}
-	pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return cache.AuditReport{}, fmt.Errorf("audit: list pods: %w", err)
+	for i := range nodes.Items {
+		truth.AddNode(&nodes.Items[i])
 	}
-	return cache.Audit(e.cache, nodes.Items, pods.Items, e.names), nil
+	if _, err := cache.EachPodPage(ctx, e.client.CoreV1().Pods(metav1.NamespaceAll), metav1.ListOptions{}, func(pods []v1.Pod) error {
+		for i := range pods {
+			truth.AddPod(&pods[i])
+		}
+		return nil
+	}); err != nil {
+		return cache.AuditReport{}, fmt.Errorf("audit: %w", err)
+	}
+	return truth.Compare(e.cache), nil
 }

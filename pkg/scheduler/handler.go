@@ -13,7 +13,6 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -78,8 +77,7 @@ func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 	h := &Handler{ext: ext, ready: ready, cfg: cfg, logger: logger}
 	state := prometheus.NewRegistry()
 	state.MustRegister(newStateCollector(ext))
-	h.metricsHandler = promhttp.HandlerFor(prometheus.Gatherers{ext.metrics.registry, state},
-		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	h.metricsHandler = &metricsHandler{gatherer: prometheus.Gatherers{ext.metrics.registry, state}, ext: ext, logger: logger}
 	r := httprouter.New()
 	r.POST(Prefix+"/filter", h.guarded(h.timed("filter", h.filter)))
 	r.POST(Prefix+"/prioritize", h.guarded(h.timed("prioritize", h.prioritize)))

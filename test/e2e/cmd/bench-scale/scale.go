@@ -122,12 +122,22 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 		rep.Filter = append(rep.Filter, l)
 		s.cpuProfile(ctx, ext, profileAddr, candidates)
 	}
+	for _, candidates := range counts {
+		l, err := s.prioritizeLatency(ctx, ext, candidates)
+		if err != nil {
+			return nil, err
+		}
+		rep.Prioritize = append(rep.Prioritize, l)
+	}
 	s.heapProfile(ctx, profileAddr, "after-calls")
 	if rep.RSSAfterMiB, err = rssMiB(pid, "VmRSS"); err != nil {
 		return nil, err
 	}
-	if rep.RSSPeakMiB, err = rssMiB(pid, "VmHWM"); err != nil {
-		return nil, err
+	// What an operator does on a cluster this size weighs on the peak too: a /metrics scrape
+	// (every card's series) and the invariant check (the extender's audit, which lists every
+	// pod, and its inspect answer).
+	if _, err := ext.Metrics(ctx); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	inv2, err := s.c.CheckInvariants(ctx, namespace, ext)
 	if err != nil {
@@ -135,6 +145,9 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 	}
 	if !inv2.OK() {
 		return nil, fmt.Errorf("invariant check failed: %s", inv2)
+	}
+	if rep.RSSPeakMiB, err = rssMiB(pid, "VmHWM"); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
@@ -218,7 +231,37 @@ func (s *scale) addPods(ctx context.Context) error {
 // filterLatency times o.calls filter calls of pending pods of 24 shapes (one per call, in
 // turn) with candidates node names chosen at random, as kube-scheduler sends them.
 func (s *scale) filterLatency(ctx context.Context, ext *framework.Extender, candidates int) (latency, error) {
-	shapes := pendingShapes()
+	return s.verbLatency(ctx, ext, "/filter", pendingShapes(), candidates, func(pod *v1.Pod, body []byte) error {
+		var res extenderv1.ExtenderFilterResult
+		if err := json.Unmarshal(body, &res); err != nil {
+			return err
+		}
+		if res.Error != "" || res.NodeNames == nil {
+			return fmt.Errorf("filter of %s: %+v", pod.Name, res)
+		}
+		return nil
+	})
+}
+
+// prioritizeLatency times o.calls prioritize calls of pending pods without gpu-mem, of 8
+// shapes, with candidates node names chosen at random.
+func (s *scale) prioritizeLatency(ctx context.Context, ext *framework.Extender, candidates int) (latency, error) {
+	return s.verbLatency(ctx, ext, "/prioritize", plainShapes(), candidates, func(pod *v1.Pod, body []byte) error {
+		var res extenderv1.HostPriorityList
+		if err := json.Unmarshal(body, &res); err != nil {
+			return err
+		}
+		if len(res) != candidates {
+			return fmt.Errorf("prioritize of %s: %d scores for %d candidates", pod.Name, len(res), candidates)
+		}
+		return nil
+	})
+}
+
+// verbLatency times o.calls calls of verb, for the shapes in turn, with candidates node names
+// chosen at random, as kube-scheduler sends them; check reads each answer.
+func (s *scale) verbLatency(ctx context.Context, ext *framework.Extender, verb string, shapes []*v1.Pod, candidates int,
+	check func(pod *v1.Pod, answer []byte) error) (latency, error) {
 	rng := rand.New(rand.NewPCG(uint64(candidates), 7)) //nolint:gosec // G115: a positive count
 	bodies := make([][]byte, len(shapes))
 	for i, pod := range shapes {
@@ -233,18 +276,61 @@ func (s *scale) filterLatency(ctx context.Context, ext *framework.Extender, cand
 		bodies[i] = raw
 	}
 	times := make([]time.Duration, 0, s.o.calls)
+	var slowest []slowCall
 	for i := range s.o.calls {
 		start := time.Now()
-		var res extenderv1.ExtenderFilterResult
-		if err := post(ctx, ext, "/filter", bodies[i%len(bodies)], &res); err != nil {
+		var answer json.RawMessage
+		if err := post(ctx, ext, verb, bodies[i%len(bodies)], &answer); err != nil {
 			return latency{}, err
 		}
-		times = append(times, time.Since(start))
-		if res.Error != "" || res.NodeNames == nil {
-			return latency{}, fmt.Errorf("filter of %s: %+v", shapes[i%len(shapes)].Name, res)
+		took := time.Since(start)
+		times = append(times, took)
+		slowest = keepSlowest(slowest, slowCall{call: i, pod: shapes[i%len(shapes)].Name, took: took, bytes: len(answer)}, 3)
+		if err := check(shapes[i%len(shapes)], answer); err != nil {
+			return latency{}, err
 		}
 	}
+	for _, c := range slowest {
+		logf("%s, %d candidates: call %d (%s) took %.2f ms, answer %d bytes", verb, candidates, c.call, c.pod, ms(c.took), c.bytes)
+	}
 	return latency{Candidates: candidates, P50Ms: ms(framework.Percentile(times, 0.5)), P99Ms: ms(framework.Percentile(times, 0.99))}, nil
+}
+
+// slowCall is one timed call, for the log of the slowest.
+type slowCall struct {
+	call  int
+	pod   string
+	took  time.Duration
+	bytes int
+}
+
+// keepSlowest adds c to slowest, which holds at most n calls, slowest first.
+func keepSlowest(slowest []slowCall, c slowCall, n int) []slowCall {
+	i := len(slowest)
+	for i > 0 && slowest[i-1].took < c.took {
+		i--
+	}
+	if i >= n {
+		return slowest
+	}
+	slowest = append(slowest[:i], append([]slowCall{c}, slowest[i:]...)...)
+	return slowest[:min(len(slowest), n)]
+}
+
+// plainShapes are 8 pods without gpu-mem: 1-16 CPUs, 2-64 GiB of memory.
+func plainShapes() []*v1.Pod {
+	var out []*v1.Pod
+	for _, cpu := range []int64{1, 2, 4, 16} {
+		for _, gib := range []int64{2, 4 * cpu} {
+			name := fmt.Sprintf("plain-%dcpu-%dgib", cpu, gib)
+			out = append(out, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID("uid-" + name)},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10",
+					Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+						v1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
+						v1.ResourceMemory: *resource.NewQuantity(gib<<30, resource.BinarySI)}}}}}})
+		}
+	}
+	return out
 }
 
 // pendingShapes are 24 pods: 1-12 GiB on one card, and 2, 4 or 8 cards of 8-16 GiB.

@@ -1,0 +1,40 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// PodPageSize is how many pods one page of EachPodPage holds (client-go's pager default).
+const PodPageSize = 500
+
+// EachPodPage lists the pods that opts' selectors match at the newest resource version,
+// PodPageSize a page, and calls fn with each page in turn before it reads the next; it returns
+// the list's resource version. A whole list of tens of thousands of pods, decoded, is hundreds
+// of megabytes; a page is garbage once fn is done with it (fn must copy a pod it keeps: the
+// page's array would stay alive with it). The API server's "0" (its watch cache, any version)
+// is not used: it answers in one piece.
+func EachPodPage(ctx context.Context, pods corev1client.PodInterface, opts metav1.ListOptions, fn func([]v1.Pod) error) (string, error) {
+	page := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: PodPageSize}
+	var rv string
+	for {
+		list, err := pods.List(ctx, page)
+		if err != nil {
+			return "", fmt.Errorf("list pods: %w", err)
+		}
+		if rv == "" {
+			rv = list.ResourceVersion
+		}
+		if err := fn(list.Items); err != nil {
+			return "", err
+		}
+		if list.Continue == "" {
+			return rv, nil
+		}
+		page.Continue = list.Continue
+	}
+}
