@@ -36,6 +36,11 @@ func TestFragMemoMatchesFresh(t *testing.T) {
 				// the same units and another CPU request (whose results differ).
 				pods = append(pods, r, r, short)
 			}
+			// then the same pods in reverse: shapes come back after others (the memo keeps
+			// several per node).
+			for i := len(pods) - 1; i >= 0; i-- {
+				pods = append(pods, pods[i])
+			}
 			for i, pod := range pods {
 				if pod.Req.Empty() {
 					continue
@@ -78,6 +83,39 @@ func TestFragMemoMatchesFresh(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCardMemoShapes: the memo returns each of the last memoShapes shapes' results, and a new
+// shape beyond them evicts the one used least recently.
+func TestCardMemoShapes(t *testing.T) {
+	var m cardMemo
+	after, rank := make([]float64, 2), make([]float64, 2)
+	for u := int64(1); u <= memoShapes; u++ {
+		m.store(u, 100, []float64{float64(u), 0}, []float64{-float64(u), 0}, int(u%2))
+	}
+	for u := int64(1); u <= memoShapes; u++ {
+		picked, ok := m.load(u, 100, after, rank)
+		if !ok || after[0] != float64(u) || rank[0] != -float64(u) || picked != int(u%2) {
+			t.Errorf("shape %d: ok %v, after %v, rank %v, picked %d", u, ok, after, rank, picked)
+		}
+	}
+	if _, ok := m.load(1, 200, after, rank); ok {
+		t.Error("a shape with another CPU request loaded another's results")
+	}
+	if _, ok := m.load(1, 100, make([]float64, 3), make([]float64, 3)); ok {
+		t.Error("results for 2 cards loaded for 3")
+	}
+	m.store(1, 100, []float64{10, 0}, []float64{-10, 0}, 1) // an update keeps its slot
+	m.store(memoShapes+1, 100, []float64{9, 0}, []float64{-9, 0}, 0)
+	if _, ok := m.load(2, 100, after, rank); ok {
+		t.Error("the shape used least recently survived a new one")
+	}
+	if _, ok := m.load(1, 100, after, rank); !ok || after[0] != 10 {
+		t.Errorf("the updated shape: ok %v, after %v", ok, after)
+	}
+	if _, ok := m.load(memoShapes+1, 100, after, rank); !ok || after[0] != 9 {
+		t.Errorf("the new shape: ok %v, after %v", ok, after)
 	}
 }
 
