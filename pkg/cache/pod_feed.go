@@ -39,7 +39,6 @@ type PodFeed struct {
 
 var (
 	_ toolscache.Store               = (*PodFeed)(nil)
-	_ toolscache.TransformingStore   = (*PodFeed)(nil)
 	_ corelisters.PodLister          = podLister{}
 	_ corelisters.PodNamespaceLister = podNamespaceLister{}
 )
@@ -55,18 +54,6 @@ func NewPodFeed(c Cache, names contract.Names) *PodFeed {
 func (f *PodFeed) Run(ctx context.Context, lw toolscache.ListerWatcher) {
 	r := toolscache.NewReflectorWithOptions(lw, &v1.Pod{}, f, toolscache.ReflectorOptions{Name: "gpushare-pods"})
 	r.RunWithContext(ctx)
-}
-
-// Transformer trims each pod as the reflector receives it (client-go's TransformingStore): a
-// streamed first list (watch-list) is held in a temporary store until it is complete, and
-// trimmed pods make that peak smaller.
-func (f *PodFeed) Transformer() toolscache.TransformFunc {
-	return func(obj any) (any, error) {
-		if pod, ok := obj.(*v1.Pod); ok {
-			trimPod(pod, f.keep)
-		}
-		return obj, nil
-	}
 }
 
 // HasSynced reports whether every pod of the first list has been handed to the cache.
