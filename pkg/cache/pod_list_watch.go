@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +57,7 @@ func (lw *podListWatch) ListWithContext(ctx context.Context, opts metav1.ListOpt
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	return &v1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: rv}}, nil
 }

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,14 +16,15 @@ const PodPageSize = 500
 // the list's resource version. A whole list of tens of thousands of pods, decoded, is hundreds
 // of megabytes; a page is garbage once fn is done with it (fn must copy a pod it keeps: the
 // page's array would stay alive with it). The API server's "0" (its watch cache, any version)
-// is not used: it answers in one piece.
+// is not used: it answers in one piece. A list call's error is returned as the client gives it,
+// for the caller to say what it was listing; fn's as fn gives it.
 func EachPodPage(ctx context.Context, pods corev1client.PodInterface, opts metav1.ListOptions, fn func([]v1.Pod) error) (string, error) {
 	page := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: PodPageSize}
 	var rv string
 	for {
 		list, err := pods.List(ctx, page)
 		if err != nil {
-			return "", fmt.Errorf("list pods: %w", err)
+			return "", err
 		}
 		if rv == "" {
 			rv = list.ResourceVersion

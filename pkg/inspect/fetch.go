@@ -9,9 +9,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpushare/gpushare/pkg/cache"
 )
 
-// pageSize bounds each list call, so a big cluster is read in chunks.
+// pageSize bounds each list call of nodes, so a big cluster is read in chunks (pods are read
+// cache.PodPageSize a page).
 const pageSize = 500
 
 // activePods selects the pods that can hold GPU memory: bound to a node and not terminal.
@@ -83,15 +86,11 @@ func listNodes(ctx context.Context, client kubernetes.Interface) ([]v1.Node, err
 
 func listPods(ctx context.Context, client kubernetes.Interface, selector, scope string) ([]v1.Pod, error) {
 	var out []v1.Pod
-	opts := metav1.ListOptions{FieldSelector: selector, Limit: pageSize}
-	for {
-		list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return nil, explainAPIError(err, "list", "pods", scope)
-		}
-		out = append(out, list.Items...)
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			return out, nil
-		}
+	if _, err := cache.EachPodPage(ctx, client.CoreV1().Pods(metav1.NamespaceAll), metav1.ListOptions{FieldSelector: selector}, func(pods []v1.Pod) error {
+		out = append(out, pods...)
+		return nil
+	}); err != nil {
+		return nil, explainAPIError(err, "list", "pods", scope)
 	}
+	return out, nil
 }

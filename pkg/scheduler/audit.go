@@ -28,7 +28,7 @@ func (e *Extender) Audit(ctx context.Context) (cache.AuditReport, error) {
 		}
 		return nil
 	}); err != nil {
-		return cache.AuditReport{}, fmt.Errorf("audit: %w", err)
+		return cache.AuditReport{}, fmt.Errorf("audit: list pods: %w", err)
 	}
 	return truth.Compare(e.cache), nil
 }
