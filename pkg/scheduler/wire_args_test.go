@@ -31,6 +31,28 @@ func TestExtenderArgsDecodeLikeKubeSchedulerType(t *testing.T) {
 		`{"NodeNames":["a"],"NodeNames":["b"]}`,
 		`{"NodeNames":[""]}`,
 		`{"Pod":{"metadata":{"name":"p"}},"NodeNames":["n1"]}`,
+		`{"Pod":null,"Nodes":null,"NodeNames":null}`,
+		`{"Pod":{"metadata":{"name":"p"}},"Pod":{"metadata":{"namespace":"ns"}}}`,
+		`{"P\u006fd":{"metadata":{"name":"p"}},"NodeNames":["n1"]}`,
+		`{"pod":{"metadata":{"name":"p"}}}`,
+		`{"Pod":5,"NodeNames":["n1"]}`,
+		`{"Pod":{"metadata":{"name":"a}\"]{["}},"NodeNames":["n1"]}`,
+		`{"Pod":{"metadata":[}},"NodeNames":["n1"]}`,
+		`{"Pod":{"metadata":{"name":"p"}}},"NodeNames":["n1"]}`,
+		`{"Pod":{"metadata":{"name":"p"}},"NodeNames":["n1"]} {}`,
+		`{"Pod":{"metadata":{"name":"p"}},"NodeNames":["n1"],}`,
+		`{"Pod":{"metadata":{"name":"p"}} "NodeNames":["n1"]}`,
+		`{"Pod" {"metadata":{"name":"p"}}}`,
+		`{"Nodes":{"items":[{"metadata":{"name":"n1"}}]},"NodeNames":null}`,
+		`{"Pod":{"metadata":{"name":"p"}},"Extra":1}`,
+		`{"Pod":tru,"NodeNames":["n1"]}`,
+		`{"Pod":{"spec":{"containers":[{"name":"c","resources":{"limits":{"aliyun.com/gpu-mem":"4"}}}]}}}`,
+		`{"Pod":{"spec":{"containers":[{"name":"c","resources":{"limits":{"aliyun.com/gpu-mem":"x"}}}]}}}`,
+		`{"Pod":{"metadata":{"name":"p"}}`,
+		` {"NodeNames":["n1"]} `,
+		`[]`,
+		`null`,
+		``,
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	pieces := []string{"a", "-", ".", "Z", "9", `\"`, `\\`, `\n`, `\u0041`, "é", " ", "\t"}
@@ -50,7 +72,7 @@ func TestExtenderArgsDecodeLikeKubeSchedulerType(t *testing.T) {
 		var want extenderv1.ExtenderArgs
 		wantErr := json.Unmarshal([]byte(body), &want)
 		var got extenderArgs
-		gotErr := json.Unmarshal([]byte(body), &got)
+		gotErr := decodeBody([]byte(body), &got)
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Errorf("%q: error %v, kube-scheduler's type: %v", body, gotErr, wantErr)
 			continue
@@ -62,6 +84,34 @@ func TestExtenderArgsDecodeLikeKubeSchedulerType(t *testing.T) {
 			t.Errorf("%q (-kube-scheduler's type,+ours):\n%s", body, diff)
 		}
 	}
+}
+
+// FuzzExtenderArgsDecode: the handler's decoding of filter and prioritize bodies (decodeFast,
+// then encoding/json for what it declines) gives what encoding/json alone gives, value and
+// error alike, and declines without leaving anything behind.
+func FuzzExtenderArgsDecode(f *testing.F) {
+	f.Add([]byte(`{"Pod":{"metadata":{"name":"p","managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}]},"status":{"phase":"Pending"}},"NodeNames":["n1","n2"]}`))
+	f.Add([]byte(`{"Pod":{"metadata":{"name":"a}\"]"}},"Nodes":null,"NodeNames":["n\u0031"]}`))
+	f.Add([]byte(`{"Nodes":{"items":[{"metadata":{"name":"n1"}}]}}`))
+	f.Add([]byte(`{"Pod":{"metadata":[}},"NodeNames":["n1"]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var want extenderArgs
+		wantErr := decodeJSON(body, &want)
+		var got extenderArgs
+		gotErr := decodeBody(body, &got)
+		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
+			t.Fatalf("%q: error %v, encoding/json's: %v", body, gotErr, wantErr)
+		}
+		if wantErr == nil {
+			if diff := cmp.Diff(want.args(), got.args()); diff != "" {
+				t.Fatalf("%q (-encoding/json,+decodeBody):\n%s", body, diff)
+			}
+		}
+		var declined extenderArgs
+		if !declined.decodeFast(body) && !cmp.Equal(declined, extenderArgs{}) {
+			t.Fatalf("%q: declined but left %+v", body, declined)
+		}
+	})
 }
 
 // TestPlainStrings covers the fast path itself: it accepts plain arrays and declines (ok false)
