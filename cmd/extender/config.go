@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"os"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -53,8 +54,10 @@ type config struct {
 	// per second.
 	bindEvents bool
 	eventQPS   float64
-	// gcPercent is the garbage collector's target (Go's GOGC), unless GOGC is set.
-	gcPercent int
+	// gcPercent is the garbage collector's target (Go's GOGC), unless GOGC is set, and
+	// gcMinHeadroom the least the heap may grow between collections (gctarget.Target).
+	gcPercent     int
+	gcMinHeadroom resource.Quantity
 }
 
 func defaultConfig() config {
@@ -68,13 +71,18 @@ func defaultConfig() config {
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
 		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election,
-		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent}
+		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent,
+		gcMinHeadroom: resource.MustParse(defaultGCMinHeadroom)}
 }
 
 // defaultGCPercent lets the heap grow by half the live heap between collections instead of Go's
 // 100 %: at 5,000 nodes and 50,000 pods the resident set after filter calls went from 220 to
 // 187 MiB with no change in filter latency (docs/design.md, Memory).
 const defaultGCPercent = 50
+
+// defaultGCMinHeadroom: below 64 MB of live heap (a cluster well under 5,000 nodes), 50 % would
+// collect every few MB allocated; the heap may grow by this much instead.
+const defaultGCMinHeadroom = "0"
 
 // defaultEventQPS bounds the GPUAssigned events recorded per second: every bind of a steadily
 // busy cluster gets its event, while in a burst of binds the events over the rate are dropped
@@ -86,6 +94,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.address, "address", c.address, "host:port the extender listens on (default "+httpsAddress+" for HTTPS, "+plainAddress+" with --plain-http)")
 	fs.StringVar(&c.tls.CertFile, "tls-cert-file", "", "PEM serving certificate (with its chain); reloaded when the file changes")
 	fs.StringVar(&c.tls.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file; reloaded when the file changes")
+	fs.BoolVar(&c.tls.HTTP1Only, "http1-only", c.tls.HTTP1Only, "serve kube-scheduler over HTTP/1.1 only, not HTTP/2 (docs/design.md, Connections)")
 	fs.StringVar(&c.tls.ClientCAFile, "client-ca-file", "", "PEM CA bundle: the verbs, /inspect and /debug then require a client certificate signed by it (kube-scheduler's tlsConfig certFile/keyFile); reloaded when the file changes")
 	fs.BoolVar(&c.plainHTTP, "plain-http", false, "serve plain HTTP without authentication (a sidecar of kube-scheduler in the same pod); listens on loopback unless --address says otherwise")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", c.kubeconfig, "kubeconfig file; empty means in-cluster")
@@ -96,6 +105,14 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.Int64Var(&c.maxBody, "max-body-bytes", c.maxBody, "largest request body accepted")
 	fs.StringVar(&c.profilingAddress, "profiling-address", "", "loopback host:port to serve Go's runtime profiles on (/debug/pprof/, unauthenticated); empty: off")
 	fs.IntVar(&c.gcPercent, "gc-percent", c.gcPercent, "garbage collector target, as Go's GOGC (heap growth over the live heap before a collection, in percent); the GOGC environment variable wins when set")
+	fs.Func("gc-min-headroom", "least the heap may grow between collections, a quantity such as 32Mi, whatever --gc-percent of a small live heap gives; 0: --gc-percent alone (default "+defaultGCMinHeadroom+")", func(s string) error {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return fmt.Errorf("gc-min-headroom %q: %w", s, err)
+		}
+		c.gcMinHeadroom = q
+		return nil
+	})
 	fs.BoolVar(&c.bindEvents, "bind-events", c.bindEvents, "record a Normal GPUAssigned event on each pod bound with gpu-mem, naming the node and its cards (one asynchronous API write per bind)")
 	fs.Float64Var(&c.eventQPS, "event-qps", c.eventQPS, "GPUAssigned events recorded per second at most (bursts of twice that); events over it are dropped and counted in gpushare_events_dropped_total (the pods' annotations name their cards all the same)")
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
@@ -118,7 +135,7 @@ func (c *config) validate(policies policies.Registry) error {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
 	}
 	switch {
-	case c.plainHTTP && (c.tls != scheduler.TLSFiles{}):
+	case c.plainHTTP && (c.tls.CertFile != "" || c.tls.KeyFile != "" || c.tls.ClientCAFile != ""):
 		errs = append(errs, fmt.Errorf("--plain-http and the TLS files (--tls-cert-file, --tls-private-key-file, --client-ca-file) exclude each other"))
 	case !c.plainHTTP && (c.tls.CertFile == "" || c.tls.KeyFile == ""):
 		errs = append(errs, fmt.Errorf("--tls-cert-file and --tls-private-key-file are required to serve HTTPS; "+
@@ -129,6 +146,9 @@ func (c *config) validate(policies policies.Registry) error {
 	}
 	if c.gcPercent <= 0 {
 		errs = append(errs, fmt.Errorf("--gc-percent must be positive (GOGC=off in the environment turns the collector off)"))
+	}
+	if c.gcMinHeadroom.Sign() < 0 || c.gcMinHeadroom.Value() > 1<<40 {
+		errs = append(errs, fmt.Errorf("--gc-min-headroom must be between 0 and 1Ti, not %s", c.gcMinHeadroom.String()))
 	}
 	if c.maxBody < 1024 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes must be at least 1024"))

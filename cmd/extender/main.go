@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/gpushare/gpushare/internal/gctarget"
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
@@ -58,7 +59,9 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		"clientCertRequired", cfg.tls.ClientCAFile != "", "policy", cfg.policy,
 		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(cfg.gcPercent)
+		gc := &gctarget.Target{Percent: cfg.gcPercent, MinHeadroom: uint64(cfg.gcMinHeadroom.Value())} //nolint:gosec // G115: validated non-negative
+		gc.Start()
+		defer gc.Stop()
 	}
 	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
 	if err != nil {
