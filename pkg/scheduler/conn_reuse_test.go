@@ -38,17 +38,15 @@ func TestKubeSchedulerClientReusesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name            string
-		http1Only       bool // the client's transport
-		serverHTTP1Only bool // the extender's --http1-only
-		wantProto       string
+		name      string
+		http1Only bool
+		wantProto string
 	}{
 		{name: "HTTP/2", wantProto: "HTTP/2.0"},
 		{name: "HTTP/1.1", http1Only: true, wantProto: "HTTP/1.1"},
-		{name: "server HTTP/1.1 only", serverHTTP1Only: true, wantProto: "HTTP/1.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url, conns := countingTLSServer(t, pki, tc.serverHTTP1Only)
+			url, conns := countingTLSServer(t, pki)
 			clientTLS, err := pki.ClientTLS(true)
 			if err != nil {
 				t.Fatal(err)
@@ -84,12 +82,12 @@ func TestKubeSchedulerClientReusesConnections(t *testing.T) {
 
 // countingTLSServer serves the extender's routes over mutual TLS and counts the connections
 // it accepts.
-func countingTLSServer(t *testing.T, pki *testpki.PKI, http1Only bool) (string, *atomic.Int64) {
+func countingTLSServer(t *testing.T, pki *testpki.PKI) (string, *atomic.Int64) {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	nodes, pods := routeFixture()
 	ext, _ := extenderOn(logger, nodes, pods)
-	cfg, err := TLSFiles{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile, HTTP1Only: http1Only}.serverConfig(logger, time.Hour)
+	cfg, err := TLSFiles{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile}.serverConfig(logger, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,6 @@ type TLSFiles struct {
 	// extender's verbs, /inspect and /debug then refuse a request without such a certificate
 	// (RequireClientCert). Probes (/healthz, /readyz, /version) and /metrics stay open.
 	ClientCAFile string
-	// HTTP1Only offers kube-scheduler HTTP/1.1 alone (ALPN), not HTTP/2.
-	HTTP1Only bool
 }
 
 // reloadCheckPeriod is how often, at most, a handshake looks whether the files changed.
@@ -45,19 +43,14 @@ func (f TLSFiles) serverConfig(logger klog.Logger, period time.Duration) (*tls.C
 	}
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS12,
-		NextProtos:         nextProtos(f.HTTP1Only),
+		NextProtos:         nextProtos(),
 		GetConfigForClient: r.configForClient,
 	}, nil
 }
 
-// nextProtos offers HTTP/2 first unless http1Only: kube-scheduler's client speaks it, and all
-// its calls then share one connection (one TLS handshake) however many binds run at once.
-func nextProtos(http1Only bool) []string {
-	if http1Only {
-		return []string{"http/1.1"}
-	}
-	return []string{"h2", "http/1.1"}
-}
+// nextProtos offers HTTP/2 first: kube-scheduler's client speaks it, and all its calls then
+// share one connection (one TLS handshake) however many binds run at once.
+func nextProtos() []string { return []string{"h2", "http/1.1"} }
 
 // fileStamp identifies a file's content cheaply.
 type fileStamp struct {
@@ -100,7 +93,7 @@ func (r *tlsReloader) load() error {
 	if err != nil {
 		return fmt.Errorf("serving certificate %s / key %s: %w", r.files.CertFile, r.files.KeyFile, err)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: nextProtos(r.files.HTTP1Only), Certificates: []tls.Certificate{cert}}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: nextProtos(), Certificates: []tls.Certificate{cert}}
 	if r.files.ClientCAFile != "" {
 		pem, err := os.ReadFile(r.files.ClientCAFile)
 		if err != nil {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,6 +145,10 @@ func (b *bench) run(ctx context.Context) (result, error) {
 		res.cpu[name] -= d
 	}
 	lat := b.latencies()
+	logf("%s run: the slowest 1%% of pods by the second they were created in: %s", b.mode.name, b.tail(start))
+	if b.ext != nil {
+		b.logHandlerTimes(ctx)
+	}
 	res.PodsPerS = float64(res.bound) / elapsed.Seconds()
 	res.P50Ms, res.P99Ms = ms(framework.Percentile(lat, 0.5)), ms(framework.Percentile(lat, 0.99))
 	if res.BindFailures, err = b.bindFailures(ctx); err != nil {
@@ -299,6 +306,53 @@ func (b *bench) latencies() []time.Duration {
 		out = append(out, d)
 	}
 	return out
+}
+
+// tail says when the slowest 1% of the pods were created: "second×pods" for each second of the
+// run (from start) that has any, in order; it shows whether the tail is one burst or spread.
+func (b *bench) tail(start time.Time) string {
+	b.mu.Lock()
+	type pod struct {
+		created time.Time
+		lat     time.Duration
+	}
+	pods := make([]pod, 0, len(b.bound))
+	for name, d := range b.bound {
+		pods = append(pods, pod{b.created[name], d})
+	}
+	b.mu.Unlock()
+	slices.SortFunc(pods, func(x, y pod) int { return cmp.Compare(y.lat, x.lat) })
+	perSecond := map[int]int{}
+	for _, p := range pods[:len(pods)/100] {
+		perSecond[int(p.created.Sub(start).Seconds())]++
+	}
+	var parts []string
+	for _, sec := range slices.Sorted(maps.Keys(perSecond)) {
+		parts = append(parts, fmt.Sprintf("%d×%d", sec, perSecond[sec]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// logHandlerTimes logs the extender's own time per filter and bind call (its
+// request-duration histogram): the mean and the share of calls within some bounds.
+func (b *bench) logHandlerTimes(ctx context.Context) {
+	m, err := b.ext.Metrics(ctx)
+	if err != nil {
+		logf("extender metrics: %v", err)
+		return
+	}
+	const name = "gpushare_extender_request_duration_seconds"
+	for _, verb := range []string{"filter", "bind"} {
+		count := m[fmt.Sprintf(`%s_count{verb=%q}`, name, verb)]
+		if count == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("extender %s: %.0f calls, mean %.2f ms;", verb, count, 1000*m[fmt.Sprintf(`%s_sum{verb=%q}`, name, verb)]/count)
+		for _, le := range []string{"0.001", "0.0025", "0.005", "0.01", "0.025"} {
+			msg += fmt.Sprintf(" <=%s s %.1f%%", le, 100*m[fmt.Sprintf(`%s_bucket{verb=%q,le=%q}`, name, verb, le)]/count)
+		}
+		logf("%s", msg)
+	}
 }
 
 // bindFailures counts the scheduling failures kube-scheduler reported for binding (its
