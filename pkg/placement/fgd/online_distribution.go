@@ -12,8 +12,8 @@ const (
 	learnHalfLife = 5000
 	// learnMaxShapes bounds the shapes remembered; the lightest goes when a new one comes.
 	learnMaxShapes = 512
-	// learnRefresh is how many observations pass between recomputing the typical set (every
-	// observation while fewer than this have been seen).
+	// learnRefresh is how many observations pass between recomputing the typical set (at the
+	// 1st, 2nd, 4th ... observation while fewer than this have been seen).
 	learnRefresh = 64
 )
 
@@ -49,7 +49,7 @@ func (o *onlineDistribution) observe(s TaskShape) {
 		o.dropLightestLocked()
 	}
 	o.seen++
-	if o.seen <= learnRefresh || o.seen%learnRefresh == 0 {
+	if o.seen%learnRefresh == 0 || (o.seen < learnRefresh && o.seen&(o.seen-1) == 0) {
 		o.publishLocked()
 	}
 }

@@ -21,9 +21,9 @@ func TestOnlineDistribution(t *testing.T) {
 	}{
 		{"counts without decay", 1e12, []TaskShape{a, a, a, b},
 			[]TaskType{{TaskShape: a, Weight: 0.75}, {TaskShape: b, Weight: 0.25}}},
-		// with a half-life of one pod, each observation weighs twice the one before: 2:4:8.
-		{"decay favours recent pods", 1, []TaskShape{a, a, b},
-			[]TaskType{{TaskShape: b, Weight: 8.0 / 14}, {TaskShape: a, Weight: 6.0 / 14}}},
+		// with a half-life of one pod, each observation weighs twice the one before: 2:4:8:16.
+		{"decay favours recent pods", 1, []TaskShape{a, a, a, b},
+			[]TaskType{{TaskShape: b, Weight: 16.0 / 30}, {TaskShape: a, Weight: 14.0 / 30}}},
 		{"nothing seen", 100, nil, []TaskType{}},
 	}
 	for _, tt := range tests {
@@ -37,6 +37,25 @@ func TestOnlineDistribution(t *testing.T) {
 				t.Errorf("Types (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestOnlineDistributionPublishes: readers get a new typical set at the 1st, 2nd, 4th ... 32nd
+// observation, then every learnRefresh-th; each one makes every node's fragmentation be computed
+// again, so a burst of first pods does not pay it per pod.
+func TestOnlineDistributionPublishes(t *testing.T) {
+	o := newOnlineDistribution(learnHalfLife)
+	var got []int
+	last := o.current.Load()
+	for n := 1; n <= 3*learnRefresh; n++ {
+		o.observe(TaskShape{MilliCPU: 1000, GPUs: 1, PerGPU: int64(100 + n%7)})
+		if cur := o.current.Load(); cur != last {
+			got, last = append(got, n), cur
+		}
+	}
+	want := []int{1, 2, 4, 8, 16, 32, 64, 128, 192}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("published after these observations (-want,+got):\n%s", diff)
 	}
 }
 
