@@ -28,7 +28,6 @@ func TestConfigValidate(t *testing.T) {
 		{name: "collector target zero", change: func(c *config) { c.gcPercent = 0 }, wantErr: []string{"--gc-percent must be positive"}},
 		{name: "collector headroom", change: func(c *config) { c.gcMinHeadroom = resource.MustParse("32Mi") }},
 		{name: "negative collector headroom", change: func(c *config) { c.gcMinHeadroom = resource.MustParse("-1Mi") }, wantErr: []string{"--gc-min-headroom must be between 0 and 1Ti, not -1Mi"}},
-		{name: "plain HTTP, HTTP/1.1 only", change: func(c *config) { c.tls, c.plainHTTP = scheduler.TLSFiles{HTTP1Only: true}, true }},
 		{name: "events at zero per second", change: func(c *config) { c.eventQPS = 0 }, wantErr: []string{"--event-qps must be positive"}},
 		{name: "no events, no event rate", change: func(c *config) { c.bindEvents, c.eventQPS = false, 0 }},
 		{name: "spread policy", change: func(c *config) { c.policy = "spread" }},
