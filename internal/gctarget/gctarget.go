@@ -101,7 +101,7 @@ func PercentFor(percent int, minHeadroom, live uint64) int {
 	if floor > maxPercent {
 		return maxPercent
 	}
-	return max(percent, int(floor)) //nolint:gosec // G115: floor <= maxPercent
+	return max(percent, int(floor))
 }
 
 // liveHeap is the heap the last collection found live, in bytes.

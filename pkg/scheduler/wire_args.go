@@ -48,7 +48,7 @@ func (a *extenderArgs) decodeObject(s []byte) bool {
 	if i < len(s) && s[i] == '}' {
 		return skipSpaceBytes(s, i+1) == len(s)
 	}
-	var seen [len(argsKeys)]bool
+	seen := 0 // a bit per argsKeys index
 	for {
 		if i == len(s) || s[i] != '"' {
 			return false
@@ -63,10 +63,10 @@ func (a *extenderArgs) decodeObject(s []byte) bool {
 				field = k
 			}
 		}
-		if field < 0 || seen[field] {
+		if field < 0 || seen&(1<<field) != 0 {
 			return false
 		}
-		seen[field] = true
+		seen |= 1 << field
 		i = skipSpaceBytes(s, i+2+n)
 		if i == len(s) || s[i] != ':' {
 			return false
