@@ -83,7 +83,7 @@ const defaultGCPercent = 50
 
 // defaultGCMinHeadroom: below 64 MiB of live heap (a cluster well under 5,000 nodes) 50 % would
 // collect every few MB allocated; the heap may grow by this much instead. In make bench-e2e
-// (1,000 nodes) the extender's CPU per 1,000 pods went from 1.5 to 1.3 s, the collector's share
+// (1,000 nodes) the extender's CPU per 1,000 pods went from 1.5 to 1.3-1.4 s, the collector's share
 // of it from 17 to 4 %; at 5,000 nodes and 50,000 pods (63 MB live) it changes nothing
 // (docs/design.md, Throughput).
 const defaultGCMinHeadroom = "32Mi"
