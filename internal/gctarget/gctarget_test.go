@@ -65,31 +65,28 @@ func TestTargetFollowsCollections(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// collectAt sets the live heap the runtime reports, runs a few collections and checks that
+	// the percentage was set n times in all.
+	collectAt := func(bytes uint64, n int, why string) {
+		t.Helper()
+		mu.Lock()
+		live = bytes
+		mu.Unlock()
+		for range 3 {
+			runtime.GC()
+			time.Sleep(5 * time.Millisecond)
+		}
+		if got := calls(); len(got) != n {
+			t.Fatalf("%s: percentages set %v", why, got)
+		}
+	}
 	tg.Start()
-	waitFor([]int{50, 200}) // Start, then the first collection's live heap
-	mu.Lock()
-	live = 31 * mib / 2 // 207 %: within 1/16 of 200, not worth a call
-	mu.Unlock()
-	for range 3 {
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := calls(); len(got) != 2 {
-		t.Fatalf("a small move set the percentage: %v", got)
-	}
+	waitFor([]int{50, 200})                                                 // Start, then the first collection's live heap
+	collectAt(31*mib/2, 2, "207 % is within 1/16 of 200, not worth a call") // no new call
 	mu.Lock()
 	live = 200 * mib
 	mu.Unlock()
 	waitFor([]int{50, 200, 50})
 	tg.Stop()
-	mu.Lock()
-	live = 1 * mib
-	mu.Unlock()
-	for range 3 {
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := calls(); len(got) != 3 {
-		t.Fatalf("stopped, but the percentage changed: %v", got)
-	}
+	collectAt(1*mib, 3, "stopped, but the percentage changed")
 }
