@@ -89,12 +89,9 @@ func acceptsGzip(r *http.Request) bool {
 // writeCardMetrics writes cardFamilies for every card of nodes, in Prometheus's text format;
 // unit is the bytes of one unit of gpu-mem.
 func writeCardMetrics(w *bufio.Writer, nodes []*placement.NodeInfo, unit float64) error {
-	var perCard map[int]int
+	perCard := map[int]int{}
 	pods := make([][]int, len(nodes)) // pods per card, by node and card position
 	for i, n := range nodes {
-		if perCard == nil {
-			perCard = map[int]int{}
-		}
 		clear(perCard)
 		for j := range n.Pods {
 			for g := range n.Pods[j].Allocation.PerGPU() {

@@ -40,13 +40,13 @@ func (a *extenderArgs) decodeFast(body []byte) bool {
 var argsKeys = [...]string{"Pod", "Nodes", "NodeNames"}
 
 func (a *extenderArgs) decodeObject(s []byte) bool {
-	i := skipSpaceBytes(s, 0)
+	i := skipSpace(s, 0)
 	if i == len(s) || s[i] != '{' {
 		return false
 	}
-	i = skipSpaceBytes(s, i+1)
+	i = skipSpace(s, i+1)
 	if i < len(s) && s[i] == '}' {
-		return skipSpaceBytes(s, i+1) == len(s)
+		return skipSpace(s, i+1) == len(s)
 	}
 	seen := 0 // a bit per argsKeys index
 	for {
@@ -67,21 +67,21 @@ func (a *extenderArgs) decodeObject(s []byte) bool {
 			return false
 		}
 		seen |= 1 << field
-		i = skipSpaceBytes(s, i+2+n)
+		i = skipSpace(s, i+2+n)
 		if i == len(s) || s[i] != ':' {
 			return false
 		}
-		i = skipSpaceBytes(s, i+1)
+		i = skipSpace(s, i+1)
 		end, ok := valueEnd(s, i)
 		if !ok || !a.setField(field, s[i:end]) {
 			return false
 		}
-		i = skipSpaceBytes(s, end)
+		i = skipSpace(s, end)
 		switch {
 		case i < len(s) && s[i] == ',':
-			i = skipSpaceBytes(s, i+1)
+			i = skipSpace(s, i+1)
 		case i < len(s) && s[i] == '}':
-			return skipSpaceBytes(s, i+1) == len(s)
+			return skipSpace(s, i+1) == len(s)
 		default:
 			return false
 		}
@@ -112,27 +112,26 @@ func (a *extenderArgs) setField(field int, raw []byte) bool {
 func valueEnd(s []byte, i int) (int, bool) {
 	depth := 0
 	for ; i < len(s); i++ {
-		switch c := s[i]; c {
+		switch s[i] {
 		case '"':
 			end, ok := stringEnd(s, i)
-			if !ok {
-				return 0, false
+			if !ok || depth == 0 {
+				return end, ok
 			}
 			i = end - 1
 		case '{', '[':
 			depth++
 		case '}', ']':
-			if depth == 0 {
+			if depth == 0 { // the end of the enclosing object or array
 				return i, true
 			}
-			depth--
+			if depth--; depth == 0 {
+				return i + 1, true
+			}
 		case ',', ' ', '\t', '\n', '\r':
 			if depth == 0 {
 				return i, true
 			}
-		}
-		if depth == 0 && (s[i] == '"' || s[i] == '}' || s[i] == ']') {
-			return i + 1, true
 		}
 	}
 	return i, depth == 0
@@ -149,14 +148,6 @@ func stringEnd(s []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// skipSpaceBytes is skipSpace for a byte slice.
-func skipSpaceBytes(s []byte, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // nameList is a JSON array of strings that decodes into substrings of one copy of the array:
@@ -218,7 +209,7 @@ func plainStrings(b []byte) (names []string, ok bool) {
 }
 
 // skipSpace returns the index of the first byte of s at or after i that is not JSON whitespace.
-func skipSpace(s string, i int) int {
+func skipSpace[T string | []byte](s T, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}

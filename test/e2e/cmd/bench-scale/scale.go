@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -276,7 +278,7 @@ func (s *scale) verbLatency(ctx context.Context, ext *framework.Extender, verb s
 		bodies[i] = raw
 	}
 	times := make([]time.Duration, 0, s.o.calls)
-	var slowest []slowCall
+	calls := make([]slowCall, 0, s.o.calls)
 	for i := range s.o.calls {
 		start := time.Now()
 		var answer json.RawMessage
@@ -285,12 +287,13 @@ func (s *scale) verbLatency(ctx context.Context, ext *framework.Extender, verb s
 		}
 		took := time.Since(start)
 		times = append(times, took)
-		slowest = keepSlowest(slowest, slowCall{call: i, pod: shapes[i%len(shapes)].Name, took: took, bytes: len(answer)}, 3)
+		calls = append(calls, slowCall{call: i, pod: shapes[i%len(shapes)].Name, took: took, bytes: len(answer)})
 		if err := check(shapes[i%len(shapes)], answer); err != nil {
 			return latency{}, err
 		}
 	}
-	for _, c := range slowest {
+	slices.SortStableFunc(calls, func(a, b slowCall) int { return cmp.Compare(b.took, a.took) })
+	for _, c := range calls[:min(3, len(calls))] {
 		logf("%s, %d candidates: call %d (%s) took %.2f ms, answer %d bytes", verb, candidates, c.call, c.pod, ms(c.took), c.bytes)
 	}
 	return latency{Candidates: candidates, P50Ms: ms(framework.Percentile(times, 0.5)), P99Ms: ms(framework.Percentile(times, 0.99))}, nil
@@ -302,19 +305,6 @@ type slowCall struct {
 	pod   string
 	took  time.Duration
 	bytes int
-}
-
-// keepSlowest adds c to slowest, which holds at most n calls, slowest first.
-func keepSlowest(slowest []slowCall, c slowCall, n int) []slowCall {
-	i := len(slowest)
-	for i > 0 && slowest[i-1].took < c.took {
-		i--
-	}
-	if i >= n {
-		return slowest
-	}
-	slowest = append(slowest[:i], append([]slowCall{c}, slowest[i:]...)...)
-	return slowest[:min(len(slowest), n)]
 }
 
 // plainShapes are 8 pods without gpu-mem: 1-16 CPUs, 2-64 GiB of memory.
