@@ -155,6 +155,12 @@ func ScrapeMetrics(ctx context.Context, client *http.Client, url string) (map[st
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	return ParseMetrics(body)
+}
+
+// ParseMetrics reads metrics in Prometheus text format: series (with its labels, as printed)
+// → value.
+func ParseMetrics(body []byte) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {

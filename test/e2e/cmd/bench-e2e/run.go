@@ -129,6 +129,7 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	toolscache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
 
 	cpuBefore := b.cpuTimes()
+	reqBefore := b.apiRequests(ctx)
 	if profileAddr != "" {
 		go b.profile(ctx, profileAddr)
 		go b.profileAPIServer(ctx)
@@ -149,6 +150,7 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	if b.ext != nil {
 		b.logHandlerTimes(ctx)
 	}
+	b.logAPIRequests(ctx, reqBefore)
 	res.PodsPerS = float64(res.bound) / elapsed.Seconds()
 	res.P50Ms, res.P99Ms = ms(framework.Percentile(lat, 0.5)), ms(framework.Percentile(lat, 0.99))
 	if res.BindFailures, err = b.bindFailures(ctx); err != nil {
@@ -404,4 +406,53 @@ func (b *bench) check(ctx context.Context) (int, error) {
 		return over, fmt.Errorf("%d nodes hold more gpu-mem than they have", over)
 	}
 	return 0, nil
+}
+
+// apiRequests is kube-apiserver's count of requests so far by verb, resource and subresource
+// (its apiserver_request_total summed over the other labels); nil if its metrics cannot be read.
+func (b *bench) apiRequests(ctx context.Context) map[string]float64 {
+	raw, err := b.c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		logf("kube-apiserver metrics: %v", err)
+		return nil
+	}
+	m, err := framework.ParseMetrics(raw)
+	if err != nil {
+		logf("kube-apiserver metrics: %v", err)
+		return nil
+	}
+	out := map[string]float64{}
+	for series, v := range m {
+		if labels, ok := strings.CutPrefix(series, "apiserver_request_total{"); ok {
+			key := strings.TrimSpace(label(labels, "verb") + " " + label(labels, "resource") + " " + label(labels, "subresource"))
+			out[key] += v
+		}
+	}
+	return out
+}
+
+// label is the value of name in a Prometheus series' labels (`a="x",b="y"}`), "" if absent.
+func label(labels, name string) string {
+	_, rest, ok := strings.Cut(","+labels, ","+name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}
+
+// logAPIRequests logs the requests kube-apiserver served since before (apiRequests), the
+// kinds with at least 100 of them: what each mode asks of the API server per run.
+func (b *bench) logAPIRequests(ctx context.Context, before map[string]float64) {
+	after := b.apiRequests(ctx)
+	if before == nil || after == nil {
+		return
+	}
+	var parts []string
+	for _, key := range slices.Sorted(maps.Keys(after)) {
+		if n := after[key] - before[key]; n >= 100 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", key, n))
+		}
+	}
+	logf("%s run: kube-apiserver requests: %s", b.mode.name, strings.Join(parts, ", "))
 }
