@@ -4,7 +4,7 @@ import "sync"
 
 // memoShapes is how many pod shapes a node's memo holds. Consecutive pods seldom share a shape
 // (a burst of 1-8 GiB pods has eight), and fgd-online replaces its distribution, and with it
-// every node's entry and memo, every 64 binds: a memo of one shape missed for most pods, a
+// every node's entry and memo, at most every 64 binds: a memo of one shape missed for most pods, a
 // memo of a few keeps a node's results for the shapes of the moment.
 const memoShapes = 8
 

@@ -12,9 +12,15 @@ const (
 	learnHalfLife = 5000
 	// learnMaxShapes bounds the shapes remembered; the lightest goes when a new one comes.
 	learnMaxShapes = 512
-	// learnRefresh is how many observations pass between recomputing the typical set (at the
-	// 1st, 2nd, 4th ... observation while fewer than this have been seen).
+	// learnRefresh is the fewest observations between two recomputations of the typical set
+	// (before: at the 1st, 2nd, 4th ... observation, up to this one).
 	learnRefresh = 64
+	// learnRefreshShare: from then on, the typical set is recomputed once the observations
+	// since the last time reach 1/learnRefreshShare of those before it (counting at most
+	// learnHalfLife of them), and at least learnRefresh. Each recomputation makes every node's
+	// fragmentation be computed afresh; with thousands of pods counted, a few dozen more
+	// barely move the typical set.
+	learnRefreshShare = 4
 )
 
 // onlineDistribution learns the workload's task shapes from the pods it observes: decayed
@@ -25,7 +31,9 @@ type onlineDistribution struct {
 	counts map[TaskShape]float64
 	inc    float64 // weight of the next observation: decay is applied by growing it
 	seen   int
-	grow   float64 // per-observation growth of inc, 2^(1/half-life)
+	// published is seen when the typical set was last recomputed.
+	published int
+	grow      float64 // per-observation growth of inc, 2^(1/half-life)
 
 	current atomic.Pointer[Distribution]
 }
@@ -49,7 +57,7 @@ func (o *onlineDistribution) observe(s TaskShape) {
 		o.dropLightestLocked()
 	}
 	o.seen++
-	if o.seen%learnRefresh == 0 || (o.seen < learnRefresh && o.seen&(o.seen-1) == 0) {
+	if o.refreshDue() {
 		o.publishLocked()
 	}
 }
@@ -73,8 +81,18 @@ func (o *onlineDistribution) reset(counts map[TaskShape]float64) {
 	o.publishLocked()
 }
 
+// refreshDue reports whether the typical set is due to be recomputed (see learnRefresh and
+// learnRefreshShare). Caller holds o.mu.
+func (o *onlineDistribution) refreshDue() bool {
+	if o.seen <= learnRefresh {
+		return o.seen&(o.seen-1) == 0
+	}
+	return o.seen-o.published >= max(learnRefresh, min(o.published, learnHalfLife)/learnRefreshShare)
+}
+
 // publishLocked recomputes the typical set readers see. Caller holds o.mu.
 func (o *onlineDistribution) publishLocked() {
+	o.published = o.seen
 	o.current.Store(TypicalDistribution(o.counts, DefaultCoverage))
 }
 

@@ -40,20 +40,23 @@ func TestOnlineDistribution(t *testing.T) {
 	}
 }
 
-// TestOnlineDistributionPublishes: readers get a new typical set at the 1st, 2nd, 4th ... 32nd
-// observation, then every learnRefresh-th; each one makes every node's fragmentation be computed
-// again, so a burst of first pods does not pay it per pod.
+// TestOnlineDistributionPublishes: readers get a new typical set at the 1st, 2nd, 4th ... 64th
+// observation, then after a quarter more observations than were seen at the last one (at
+// least learnRefresh, at most learnHalfLife/4); each one makes every node's fragmentation be
+// computed again, so a burst of first pods does not pay it per pod, nor a busy cluster every
+// 64 binds.
 func TestOnlineDistributionPublishes(t *testing.T) {
 	o := newOnlineDistribution(learnHalfLife)
 	var got []int
 	last := o.current.Load()
-	for n := 1; n <= 3*learnRefresh; n++ {
+	for n := 1; n <= 9000; n++ {
 		o.observe(TaskShape{MilliCPU: 1000, GPUs: 1, PerGPU: int64(100 + n%7)})
 		if cur := o.current.Load(); cur != last {
 			got, last = append(got, n), cur
 		}
 	}
-	want := []int{1, 2, 4, 8, 16, 32, 64, 128, 192}
+	want := []int{1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 320, 400, 500, 625, 781, 976, 1220, 1525,
+		1906, 2382, 2977, 3721, 4651, 5813, 7063, 8313}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("published after these observations (-want,+got):\n%s", diff)
 	}
