@@ -4,7 +4,7 @@
 // every run on a fresh kube-apiserver with NODES nodes of 8 x 16 GiB cards and PODS pods of
 // 1-8 GiB created by 16 goroutines. It prints a table; its last line is one JSON object.
 //
-//	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0]
+//	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0] [--create-qps 0]
 package main
 
 import (
@@ -35,6 +35,9 @@ type options struct {
 	profile string
 	// extenderArgs are more flags for the extender.
 	extenderArgs string
+	// createQPS limits the client that creates the pods (burst twice that); 0 leaves it
+	// unlimited, so that the pods arrive as fast as kube-apiserver accepts them.
+	createQPS float64
 }
 
 func main() {
@@ -47,7 +50,8 @@ func main() {
 	flag.DurationVar(&o.stall, "stall", o.stall, "a run that binds nothing for this long has stalled and ends")
 	flag.StringVar(&o.dir, "dir", "", "folder for the clusters' data and logs (default: a temporary folder, removed)")
 	flag.StringVar(&o.extender, "extender", "", "extender binary (default: built from this checkout)")
-	flag.StringVar(&o.profile, "cpu-profile", "", "folder to write a CPU profile of the extender to, per extender run (the run's first 20 s of pods: a run of 5,000 pods lasts about 25 s)")
+	flag.StringVar(&o.profile, "cpu-profile", "", "folder for 20-s CPU profiles of kube-apiserver (every run) and of the extender (extender runs), from the first pod on")
+	flag.Float64Var(&o.createQPS, "create-qps", 0, "client QPS of the 16 goroutines creating the pods, burst twice that (0: no limit, the pods arrive as fast as kube-apiserver takes them and the run measures each mode's capacity; 200: they arrive at about 200 per second)")
 	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces (e.g. --filter-chooses-node=false)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

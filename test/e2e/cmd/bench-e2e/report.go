@@ -44,7 +44,11 @@ func (r *report) write(w io.Writer, o options) error {
 	if o.schedulerQPS > 0 {
 		qps = fmt.Sprintf("kube-scheduler client QPS %g / burst %d", o.schedulerQPS, o.schedulerBurst)
 	}
-	pr.Printf("%d nodes x 8 x 16 GiB, %d pods of 1-8 GiB from 16 goroutines, %s\n", r.Nodes, r.Pods, qps)
+	create := "as fast as kube-apiserver takes them"
+	if o.createQPS > 0 {
+		create = fmt.Sprintf("at most %g per second", o.createQPS)
+	}
+	pr.Printf("%d nodes x 8 x 16 GiB, %d pods of 1-8 GiB created by 16 goroutines %s, %s\n", r.Nodes, r.Pods, create, qps)
 	pr.Printf("%s\n", "mode\tpods/s\tcreate→bound p50\tp99\tbind failures\tbound\t")
 	for _, res := range r.Runs {
 		stalled := ""

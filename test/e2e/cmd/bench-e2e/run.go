@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -132,6 +134,8 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	reqBefore := b.apiRequests(ctx)
 	if profileAddr != "" {
 		go b.profile(ctx, profileAddr)
+	}
+	if b.o.profile != "" {
 		go b.profileAPIServer(ctx)
 	}
 	start := time.Now()
@@ -229,8 +233,18 @@ func (b *bench) addNodes(ctx context.Context) error {
 	})
 }
 
-// createPods creates the pods from 16 goroutines, pod i asking i%8+1 GiB.
+// createPods creates the pods from 16 goroutines, pod i asking i%8+1 GiB, through a client
+// limited to o.createQPS (none when 0).
 func (b *bench) createPods(ctx context.Context) error {
+	cfg := rest.CopyConfig(b.c.RestConfig)
+	cfg.QPS, cfg.Burst = -1, 0 // client-go: a negative QPS means no rate limiter
+	if b.o.createQPS > 0 {
+		cfg.QPS, cfg.Burst = float32(b.o.createQPS), int(2*b.o.createQPS)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	var failed atomic.Value
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -249,7 +263,7 @@ func (b *bench) createPods(ctx context.Context) error {
 				b.mu.Lock()
 				b.created[name] = time.Now()
 				b.mu.Unlock()
-				if _, err := b.c.Client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				if _, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 					failed.Store(err)
 				}
 			}
