@@ -38,6 +38,9 @@ type options struct {
 	// createQPS limits the client that creates the pods (burst twice that); 0 leaves it
 	// unlimited, so that the pods arrive as fast as kube-apiserver accepts them.
 	createQPS float64
+	// schedulerConfig is the extender mode's KubeSchedulerConfiguration; empty means the
+	// shipped config/scheduler-config.yaml.
+	schedulerConfig string
 }
 
 func main() {
@@ -52,6 +55,7 @@ func main() {
 	flag.StringVar(&o.extender, "extender", "", "extender binary (default: built from this checkout)")
 	flag.StringVar(&o.profile, "cpu-profile", "", "folder for 20-s CPU profiles of kube-apiserver (every run) and of the extender (extender runs), from the first pod on")
 	flag.Float64Var(&o.createQPS, "create-qps", 0, "client QPS of the 16 goroutines creating the pods, burst twice that (0: no limit, the pods arrive as fast as kube-apiserver takes them and the run measures each mode's capacity; 200: they arrive at about 200 per second)")
+	flag.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration of the extender's runs (default: the shipped config/scheduler-config.yaml); kube-scheduler alone runs with its defaults")
 	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces (e.g. --filter-chooses-node=false)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -86,7 +90,7 @@ func run(ctx context.Context, o options) error {
 	}
 	rep := report{Nodes: o.nodes, Pods: o.pods}
 	for i := range o.runs {
-		for _, m := range []mode{{name: modeAlone, config: alone}, {name: modeExtender, extender: ext}} {
+		for _, m := range []mode{{name: modeAlone, config: alone}, {name: modeExtender, config: o.schedulerConfig, extender: ext}} {
 			b := &bench{o: o, mode: m, opts: framework.Options{Root: root, Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("%s-%d", m.name, i+1)),
 				SchedulerConfig: m.config, SchedulerQPS: o.schedulerQPS, SchedulerBurst: o.schedulerBurst, Logf: logf}}
 			res, err := b.run(ctx)

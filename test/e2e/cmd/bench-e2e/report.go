@@ -49,6 +49,9 @@ func (r *report) write(w io.Writer, o options) error {
 		create = fmt.Sprintf("at most %g per second", o.createQPS)
 	}
 	pr.Printf("%d nodes x 8 x 16 GiB, %d pods of 1-8 GiB created by 16 goroutines %s, %s\n", r.Nodes, r.Pods, create, qps)
+	if o.schedulerConfig != "" {
+		pr.Printf("the extender's runs: kube-scheduler with %s\n", o.schedulerConfig)
+	}
 	pr.Printf("%s\n", "mode\tpods/s\tcreate→bound p50\tp99\tbind failures\tbound\t")
 	for _, res := range r.Runs {
 		stalled := ""
