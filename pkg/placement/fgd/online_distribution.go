@@ -12,8 +12,8 @@ const (
 	learnHalfLife = 5000
 	// learnMaxShapes bounds the shapes remembered; the lightest goes when a new one comes.
 	learnMaxShapes = 512
-	// learnRefresh is the fewest observations between two recomputations of the typical set
-	// (before: at the 1st, 2nd, 4th ... observation, up to this one).
+	// learnRefresh is the fewest observations between two recomputations of the typical set;
+	// up to this many observations it is recomputed at the 1st, 2nd, 4th ... one.
 	learnRefresh = 64
 	// learnRefreshShare: from then on, the typical set is recomputed once the observations
 	// since the last time reach 1/learnRefreshShare of those before it (counting at most

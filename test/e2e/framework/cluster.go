@@ -170,3 +170,11 @@ func WaitFor(ctx context.Context, interval time.Duration, what string, cond func
 func (c *Cluster) NewClient() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(c.RestConfig)
 }
+
+// RestConfigWithLimits returns a copy of the cluster's client configuration with client-side
+// limits of qps requests per second and bursts of burst; a negative qps means no limit.
+func (c *Cluster) RestConfigWithLimits(qps float32, burst int) *rest.Config {
+	rc := rest.CopyConfig(c.RestConfig)
+	rc.QPS, rc.Burst = qps, burst
+	return rc
+}

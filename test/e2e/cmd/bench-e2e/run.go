@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -138,8 +137,12 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	if b.o.profile != "" {
 		go b.profileAPIServer(ctx)
 	}
+	creator, err := b.creator()
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
-	if err := b.createPods(ctx); err != nil {
+	if err := b.createPods(ctx, creator); err != nil {
 		return result{}, err
 	}
 	res := result{Mode: b.mode.name}
@@ -233,18 +236,16 @@ func (b *bench) addNodes(ctx context.Context) error {
 	})
 }
 
-// createPods creates the pods from 16 goroutines, pod i asking i%8+1 GiB, through a client
-// limited to o.createQPS (none when 0).
-func (b *bench) createPods(ctx context.Context) error {
-	cfg := rest.CopyConfig(b.c.RestConfig)
-	cfg.QPS, cfg.Burst = -1, 0 // client-go: a negative QPS means no rate limiter
+// creator returns the client that creates the pods: limited to o.createQPS, none when 0.
+func (b *bench) creator() (kubernetes.Interface, error) {
 	if b.o.createQPS > 0 {
-		cfg.QPS, cfg.Burst = float32(b.o.createQPS), int(2*b.o.createQPS)
+		return kubernetes.NewForConfig(b.c.RestConfigWithLimits(float32(b.o.createQPS), int(2*b.o.createQPS)))
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+	return kubernetes.NewForConfig(b.c.RestConfigWithLimits(-1, 0))
+}
+
+// createPods creates the pods through client from 16 goroutines, pod i asking i%8+1 GiB.
+func (b *bench) createPods(ctx context.Context, client kubernetes.Interface) error {
 	var failed atomic.Value
 	next := make(chan int)
 	var wg sync.WaitGroup

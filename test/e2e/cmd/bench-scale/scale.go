@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -43,8 +42,7 @@ type scale struct {
 }
 
 func newScale(c *framework.Cluster, o options) (*scale, error) {
-	rc := rest.CopyConfig(c.RestConfig)
-	rc.QPS, rc.Burst = 2000, 4000
+	rc := c.RestConfigWithLimits(2000, 4000)
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
