@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/sim"
 )
 
 func TestSchedulerConfigs(t *testing.T) {
@@ -74,6 +75,10 @@ func TestSchedulerConfigs(t *testing.T) {
 				if e.PrioritizeVerb != "" && e.Weight < 100 {
 					t.Errorf("weight %d < 100: kube-scheduler's own scores could overrule the policy", e.Weight)
 				}
+			}
+			// gpushare-sim --production models this sampling.
+			if p := cfg.PercentageOfNodesToScore; p == nil || *p != sim.ShippedPercentageOfNodesToScore {
+				t.Errorf("percentageOfNodesToScore %v, want %d (sim.ShippedPercentageOfNodesToScore)", p, sim.ShippedPercentageOfNodesToScore)
 			}
 			if diff := cmp.Diff(tc.gpuPod, verbsFor(cfg.Extenders, gpuPod)); diff != "" {
 				t.Errorf("verbs for a pod asking gpu-mem (-want,+got):\n%s", diff)

@@ -40,7 +40,8 @@ type Config struct {
 	// is placed among the nodes kube-scheduler would pass the extender.
 	SampleNodes bool
 	// PercentageOfNodesToScore is kube-scheduler's setting with SampleNodes; 0 is its
-	// adaptive default (50 % minus 1 % per 125 nodes, at least 5 % and 100 nodes).
+	// adaptive default (50 % minus 1 % per 125 nodes, at least 5 % and 100 nodes). It starts
+	// as ShippedPercentageOfNodesToScore.
 	PercentageOfNodesToScore int
 	// LearnAtBind teaches a learning policy the placed pods with gpu-mem after placement, as
 	// the extender learns at bind.
@@ -55,10 +56,14 @@ const (
 	TieOrderExtender = "extender"
 )
 
+// ShippedPercentageOfNodesToScore is the percentageOfNodesToScore of the shipped
+// KubeSchedulerConfigurations (config/), which --production models.
+const ShippedPercentageOfNodesToScore = 30
+
 // DefaultConfig is the paper's protocol with our default policy.
 func DefaultConfig() Config {
 	return Config{Policies: []string{policies.Default}, Inflate: 1.3, Seeds: seqInts(42, 51), Parallel: runtime.GOMAXPROCS(0),
-		TieOrder: TieOrderSeeded}
+		TieOrder: TieOrderSeeded, PercentageOfNodesToScore: ShippedPercentageOfNodesToScore}
 }
 
 // AddFlags registers the flags on fs.
@@ -81,7 +86,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 	fs.StringVar(&c.PlotFile, "plot", c.PlotFile, "draw the allocation curves as PNG, one line per policy")
 	fs.IntVar(&c.Parallel, "parallel", c.Parallel, "runs at once")
 	fs.BoolVar(&c.SampleNodes, "sample-nodes", c.SampleNodes, "place each pod among the nodes kube-scheduler passes the extender (its percentageOfNodesToScore sampling from a rotating start), as in production")
-	fs.IntVar(&c.PercentageOfNodesToScore, "percentage-of-nodes-to-score", c.PercentageOfNodesToScore, "kube-scheduler's percentageOfNodesToScore for --sample-nodes: 0 for its adaptive default, up to 100")
+	fs.IntVar(&c.PercentageOfNodesToScore, "percentage-of-nodes-to-score", c.PercentageOfNodesToScore, "kube-scheduler's percentageOfNodesToScore for --sample-nodes (the shipped configurations' by default): 0 for its adaptive default, up to 100")
 	fs.BoolVar(&c.LearnAtBind, "learn-at-bind", c.LearnAtBind, "a learning policy learns each placed pod with gpu-mem after placing it, as the extender learns at bind (default: every pod when submitted, the paper's protocol)")
 	fs.BoolVar(&c.SyncNodes, "sync-nodes", c.SyncNodes, "hand a policy that keeps per-node state every node before the first pod, as the extender's policy sync does")
 	fs.BoolFunc("production", "model production through kube-scheduler: --tie-order=extender --sample-nodes --learn-at-bind --sync-nodes", func(string) error {
