@@ -19,22 +19,46 @@ const PodPageSize = 500
 // is not used: it answers in one piece. A list call's error is returned as the client gives it,
 // for the caller to say what it was listing; fn's as fn gives it.
 func EachPodPage(ctx context.Context, pods corev1client.PodInterface, opts metav1.ListOptions, fn func([]v1.Pod) error) (string, error) {
+	return eachPage(ctx, opts, func(ctx context.Context, o metav1.ListOptions) ([]v1.Pod, metav1.ListMeta, error) {
+		list, err := pods.List(ctx, o)
+		if err != nil {
+			return nil, metav1.ListMeta{}, err
+		}
+		return list.Items, list.ListMeta, nil
+	}, fn)
+}
+
+// EachNodePage is EachPodPage for nodes: a node with its image list is several kilobytes, and
+// an audit of thousands of them need not hold them all.
+func EachNodePage(ctx context.Context, nodes corev1client.NodeInterface, opts metav1.ListOptions, fn func([]v1.Node) error) (string, error) {
+	return eachPage(ctx, opts, func(ctx context.Context, o metav1.ListOptions) ([]v1.Node, metav1.ListMeta, error) {
+		list, err := nodes.List(ctx, o)
+		if err != nil {
+			return nil, metav1.ListMeta{}, err
+		}
+		return list.Items, list.ListMeta, nil
+	}, fn)
+}
+
+// eachPage reads a list PodPageSize objects a page through list and calls fn with each page.
+func eachPage[T any](ctx context.Context, opts metav1.ListOptions,
+	list func(context.Context, metav1.ListOptions) ([]T, metav1.ListMeta, error), fn func([]T) error) (string, error) {
 	page := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: PodPageSize}
 	var rv string
 	for {
-		list, err := pods.List(ctx, page)
+		items, meta, err := list(ctx, page)
 		if err != nil {
 			return "", err
 		}
 		if rv == "" {
-			rv = list.ResourceVersion
+			rv = meta.ResourceVersion
 		}
-		if err := fn(list.Items); err != nil {
+		if err := fn(items); err != nil {
 			return "", err
 		}
-		if list.Continue == "" {
+		if meta.Continue == "" {
 			return rv, nil
 		}
-		page.Continue = list.Continue
+		page.Continue = meta.Continue
 	}
 }

@@ -17,8 +17,9 @@ import (
 // limits (the API server's default when only limits are given) shares one map for both. A pod
 // bound to a node keeps only what the cache charges it by: its identity, the annotations of the
 // contract (names), node name, containers' resources, overhead and phase; a pending pod also
-// keeps what Bind checks (node selector, affinity, tolerations) and its conditions. Nodes lose
-// their image and volume lists.
+// keeps what Bind checks (node selector, affinity, tolerations) and its conditions. Nodes keep
+// their metadata, spec (Bind checks labels and taints) and, of their status, capacity and
+// allocatable: conditions, addresses, system info, images and volumes go.
 func Trimmer(names contract.Names) toolscache.TransformFunc {
 	keep := keptAnnotations(names)
 	return func(obj any) (any, error) {
@@ -27,8 +28,7 @@ func Trimmer(names contract.Names) toolscache.TransformFunc {
 			trimPod(o, keep)
 		case *v1.Node:
 			o.ManagedFields = nil
-			o.Status.Images = nil
-			o.Status.VolumesAttached, o.Status.VolumesInUse = nil, nil
+			o.Status = v1.NodeStatus{Capacity: o.Status.Capacity, Allocatable: o.Status.Allocatable}
 		case metav1.Object:
 			o.SetManagedFields(nil)
 		}

@@ -53,16 +53,19 @@ func TestTrimObjectKeepsWhatPlacementReads(t *testing.T) {
 	node := st.MakeNode("n1").GPUs(16).Label("zone", "a").Taint("gpu", "shared", v1.TaintEffectNoSchedule).Obj()
 	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	node.Status.Images = []v1.ContainerImage{{Names: []string{"busybox"}, SizeBytes: 1 << 20}}
+	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}}
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}
+	node.Status.NodeInfo = v1.NodeSystemInfo{KernelVersion: "6.1.0", ContainerRuntimeVersion: "containerd://2.0.0"}
 	trimmedNode, err := trim(node.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := trimmedNode.(*v1.Node)
-	if n.ManagedFields != nil || n.Status.Images != nil {
-		t.Errorf("node not trimmed: managedFields %v, images %v", n.ManagedFields, n.Status.Images)
+	if n.ManagedFields != nil || !reflect.DeepEqual(n.Status, v1.NodeStatus{Capacity: node.Status.Capacity, Allocatable: node.Status.Allocatable}) {
+		t.Errorf("node not trimmed: managedFields %v, status %+v", n.ManagedFields, n.Status)
 	}
-	if diff := cmp.Diff([]any{node.Labels, node.Annotations, node.Spec.Taints, node.Status.Allocatable},
-		[]any{n.Labels, n.Annotations, n.Spec.Taints, n.Status.Allocatable}); diff != "" {
+	if diff := cmp.Diff([]any{node.Name, node.UID, node.Labels, node.Annotations, node.Spec, node.Status.Capacity, node.Status.Allocatable},
+		[]any{n.Name, n.UID, n.Labels, n.Annotations, n.Spec, n.Status.Capacity, n.Status.Allocatable}); diff != "" {
 		t.Errorf("node fields (-full,+trimmed):\n%s", diff)
 	}
 }

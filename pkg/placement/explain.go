@@ -140,7 +140,14 @@ func (c *classification) reason(node *NodeInfo, req *gpumem.PodRequest, unit str
 	return c.summary(req, unit) // the node adds nothing
 }
 
+// together words misfitTogether: for a pod of one container spread over several cards, that
+// too few cards have its per-card ask free (short: kube-scheduler's answer repeats it for every
+// node turned away); for several containers, that they do not fit side by side.
 func together(req *gpumem.PodRequest, unit string) string {
+	if len(req.Containers) == 1 {
+		ct := req.Containers[0]
+		return fmt.Sprintf("GPU memory: fewer than %d GPUs have %d %s free", ct.GPUs, ct.PerGPU(), unit)
+	}
 	return fmt.Sprintf("GPU memory: the pod's %d containers (%d %s in all) do not fit together on the free GPU memory",
 		len(req.Containers), req.TotalUnits(), unit)
 }

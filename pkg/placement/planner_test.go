@@ -99,6 +99,10 @@ func TestPlanPod(t *testing.T) {
 			pod: st.MakePod().GPUMem(10).GPUMem(10).GPUMem(10).Obj(), policy: "binpack",
 			wantReason:  "GPU memory: the pod's 3 containers (30 GiB in all) do not fit together on the free GPU memory",
 			wantSummary: "GPU memory: the pod's 3 containers (30 GiB in all) do not fit together on the free GPU memory"},
+		{name: "one container over too few cards with its ask free", node: st.MakeNode("n").GPUs(16, 16, 16).Obj(),
+			bound: []*v1.Pod{used("x", `{"0":{"0":8}}`, 8), used("y", `{"0":{"1":8}}`, 8)},
+			pod:   st.MakePod().GPUMem(24).Annotation(contract.DefaultGPUsPerContainer, "2").Obj(), policy: "binpack",
+			wantReason: "GPU memory: fewer than 2 GPUs have 12 GiB free", wantSummary: "GPU memory: fewer than 2 GPUs have 12 GiB free"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

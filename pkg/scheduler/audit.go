@@ -11,16 +11,18 @@ import (
 )
 
 // Audit checks the extender's cache against the API server's truth (cache.Audit): it lists
-// every node and pod, so it is for debugging and tests, not for every scrape. The pods are
-// read page by page into the truth (cache.EachPodPage), never held whole.
+// every node and pod, so it is for debugging and tests, not for every scrape. The nodes and
+// pods are read page by page into the truth (cache.EachNodePage, cache.EachPodPage), never
+// held whole.
 func (e *Extender) Audit(ctx context.Context) (cache.AuditReport, error) {
 	truth := cache.NewAuditTruth(e.names)
-	nodes, err := e.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if _, err := cache.EachNodePage(ctx, e.client.CoreV1().Nodes(), metav1.ListOptions{}, func(nodes []v1.Node) error {
+		for i := range nodes {
+			truth.AddNode(&nodes[i])
+		}
+		return nil
+	}); err != nil {
 		return cache.AuditReport{}, fmt.Errorf("audit: list nodes: %w", err)
-	}
-	for i := range nodes.Items {
-		truth.AddNode(&nodes.Items[i])
 	}
 	if _, err := cache.EachPodPage(ctx, e.client.CoreV1().Pods(metav1.NamespaceAll), metav1.ListOptions{}, func(pods []v1.Pod) error {
 		for i := range pods {

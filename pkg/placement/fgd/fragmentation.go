@@ -79,11 +79,12 @@ func newFragView(node *placement.NodeInfo, d *Distribution, models *modelMatcher
 // for each task type, the idle units the type cannot use, weighted by its popularity.
 func Fragmentation(node *placement.NodeInfo, d *Distribution) float64 {
 	v := newFragView(node, d, newModelMatcher())
-	return v.frag(d, v.free, v.cpu)
+	return v.frag(d, v.free, v.cpu, nil)
 }
 
-// frag is the node's fragmentation with the given free units per card and free CPU.
-func (v *fragView) frag(d *Distribution, free []int64, cpu int64) float64 {
+// frag is the node's fragmentation with the given free units per card and free CPU. weights,
+// when not nil, is d.groups[i].weightFitting(cpu) for each group i, already computed.
+func (v *fragView) frag(d *Distribution, free []int64, cpu int64, weights []float64) float64 {
 	var idle int64
 	for _, f := range free {
 		idle += f
@@ -92,7 +93,12 @@ func (v *fragView) frag(d *Distribution, free []int64, cpu int64) float64 {
 	for i := range d.groups {
 		g := &d.groups[i]
 		all := g.all
-		fit := g.weightFitting(cpu)
+		var fit float64
+		if weights != nil {
+			fit = weights[i]
+		} else {
+			fit = g.weightFitting(cpu)
+		}
 		if fit == 0 {
 			total += all * float64(idle)
 			continue

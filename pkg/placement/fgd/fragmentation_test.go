@@ -1,6 +1,7 @@
 package fgd
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -87,7 +88,10 @@ func TestTypicalDistribution(t *testing.T) {
 func TestSigmoidStepsMatchFormula(t *testing.T) {
 	steps := newSigmoidSteps()
 	deltas := []float64{-1e6, -4595.1, -1000, -40, -1, 0, 1, 40, 41, 1000, 4595.1, 1e6}
-	deltas = append(deltas, steps[:]...)
+	deltas = append(deltas, steps.at[:]...)
+	for _, at := range steps.at {
+		deltas = append(deltas, math.Nextafter(at, math.Inf(-1)), math.Nextafter(at, math.Inf(1)))
+	}
 	for _, d := range deltas {
 		if got, want := steps.score(d), sigmoidScore(d); got != want {
 			t.Errorf("score(%v) = %v, formula says %v", d, got, want)
@@ -173,7 +177,10 @@ func TestFragOneCardMatchesFrag(t *testing.T) {
 			units := rng.Int64N(v.free[c] + 1)
 			work := append([]int64(nil), v.free...)
 			work[c] -= units
-			want := v.frag(d, work, v.cpu-podCPU)
+			want := v.frag(d, work, v.cpu-podCPU, nil)
+			if got := v.frag(d, work, v.cpu-podCPU, weights); got != want {
+				t.Fatalf("trial %d, card %d, %d units: frag with weights = %v, without = %v", trial, c, units, got, want)
+			}
 			if got := v.fragOneCard(d, c, units, weights); got != want {
 				t.Fatalf("trial %d, card %d, %d units: fragOneCard = %v, frag = %v", trial, c, units, got, want)
 			}

@@ -160,7 +160,7 @@ func (s *fragScorer) planDelta(node *placement.NodeInfo, plan *placement.Plan, r
 	for _, g := range plan.UsedGPUs() {
 		s.work[g] -= plan.Charge(req, g)
 	}
-	f := s.view.frag(s.dist, s.work, s.view.cpu-s.res.MilliCPU)
+	f := s.view.frag(s.dist, s.work, s.view.cpu-s.res.MilliCPU, s.groupWeights())
 	return (f - s.base) * s.view.milliPerUnit
 }
 

@@ -40,7 +40,7 @@ func (v *fragViews) get(node *placement.NodeInfo, d *Distribution) *fragEntry {
 		return e
 	}
 	view := newFragView(node, d, v.models)
-	e := &fragEntry{dist: d, view: view, base: view.frag(d, view.free, view.cpu)}
+	e := &fragEntry{dist: d, view: view, base: view.frag(d, view.free, view.cpu, nil)}
 	slot.Store(e)
 	v.mu.Lock()
 	v.supply.set(node)
