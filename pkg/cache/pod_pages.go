@@ -19,41 +19,31 @@ const PodPageSize = 500
 // is not used: it answers in one piece. A list call's error is returned as the client gives it,
 // for the caller to say what it was listing; fn's as fn gives it.
 func EachPodPage(ctx context.Context, pods corev1client.PodInterface, opts metav1.ListOptions, fn func([]v1.Pod) error) (string, error) {
-	return eachPage(ctx, opts, func(ctx context.Context, o metav1.ListOptions) ([]v1.Pod, metav1.ListMeta, error) {
-		list, err := pods.List(ctx, o)
-		if err != nil {
-			return nil, metav1.ListMeta{}, err
-		}
-		return list.Items, list.ListMeta, nil
-	}, fn)
+	return eachPage(ctx, opts, pods.List, func(l *v1.PodList) ([]v1.Pod, *metav1.ListMeta) { return l.Items, &l.ListMeta }, fn)
 }
 
 // EachNodePage is EachPodPage for nodes: a node with its image list is several kilobytes, and
 // an audit of thousands of them need not hold them all.
 func EachNodePage(ctx context.Context, nodes corev1client.NodeInterface, opts metav1.ListOptions, fn func([]v1.Node) error) (string, error) {
-	return eachPage(ctx, opts, func(ctx context.Context, o metav1.ListOptions) ([]v1.Node, metav1.ListMeta, error) {
-		list, err := nodes.List(ctx, o)
-		if err != nil {
-			return nil, metav1.ListMeta{}, err
-		}
-		return list.Items, list.ListMeta, nil
-	}, fn)
+	return eachPage(ctx, opts, nodes.List, func(l *v1.NodeList) ([]v1.Node, *metav1.ListMeta) { return l.Items, &l.ListMeta }, fn)
 }
 
-// eachPage reads a list PodPageSize objects a page through list and calls fn with each page.
-func eachPage[T any](ctx context.Context, opts metav1.ListOptions,
-	list func(context.Context, metav1.ListOptions) ([]T, metav1.ListMeta, error), fn func([]T) error) (string, error) {
+// eachPage reads a list PodPageSize objects a page through list and calls fn with each page's
+// items.
+func eachPage[L any, T any](ctx context.Context, opts metav1.ListOptions, list func(context.Context, metav1.ListOptions) (L, error),
+	items func(L) ([]T, *metav1.ListMeta), fn func([]T) error) (string, error) {
 	page := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector, Limit: PodPageSize}
 	var rv string
 	for {
-		items, meta, err := list(ctx, page)
+		l, err := list(ctx, page)
 		if err != nil {
 			return "", err
 		}
+		objs, meta := items(l)
 		if rv == "" {
 			rv = meta.ResourceVersion
 		}
-		if err := fn(items); err != nil {
+		if err := fn(objs); err != nil {
 			return "", err
 		}
 		if meta.Continue == "" {
