@@ -238,10 +238,11 @@ func (b *bench) addNodes(ctx context.Context) error {
 
 // creator returns the client that creates the pods: limited to o.createQPS, none when 0.
 func (b *bench) creator() (kubernetes.Interface, error) {
+	qps, burst := float32(-1), 0
 	if b.o.createQPS > 0 {
-		return kubernetes.NewForConfig(b.c.RestConfigWithLimits(float32(b.o.createQPS), int(2*b.o.createQPS)))
+		qps, burst = float32(b.o.createQPS), int(2*b.o.createQPS)
 	}
-	return kubernetes.NewForConfig(b.c.RestConfigWithLimits(-1, 0))
+	return kubernetes.NewForConfig(b.c.RestConfigWithLimits(qps, burst))
 }
 
 // createPods creates the pods through client from 16 goroutines, pod i asking i%8+1 GiB.
