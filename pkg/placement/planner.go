@@ -149,10 +149,10 @@ type search struct {
 func (s *search) reset(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) {
 	s.node, s.req, s.scorer, s.budget = node, req, scorer, searchBudget
 	s.free = slices.Grow(s.free[:0], len(node.GPUs))[:len(node.GPUs)]
-	for g := range node.GPUs {
+	for g, free := range node.UsableFree() { // the node's own slice: no pass over its GPUInfo
 		s.free[g] = 0
-		if node.CardFits(g, 0, req) {
-			s.free[g] = node.GPUs[g].Free()
+		if free > 0 && (len(req.Models) == 0 || node.CardFits(g, 0, req)) {
+			s.free[g] = free
 		}
 	}
 	s.slots = s.slots[:0]
@@ -168,20 +168,27 @@ func (s *search) reset(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) {
 }
 
 // candidates lists GPU positions with at least units free, in the scorer's order, in the
-// list kept for depth (a deeper call does not overwrite it).
-func (s *search) candidates(depth int, units int64, free []int64) []int {
+// list kept for depth (a deeper call does not overwrite it). With fewer than need of them, the
+// list is returned unranked: the caller gives up on it.
+func (s *search) candidates(depth int, units int64, free []int64, need int) []int {
 	for len(s.cands) <= depth {
 		s.cands = append(s.cands, nil)
 	}
 	out := s.cands[depth][:0]
-	if len(s.keys) < len(free) {
-		s.keys = make([]float64, len(free))
-	}
 	for g := range free {
 		if free[g] >= units && s.node.CardFits(g, 0, s.req) {
 			out = append(out, g)
-			s.keys[g] = s.scorer.RankGPU(s.node, g, units, s.req)
 		}
+	}
+	s.cands[depth] = out
+	if len(out) < need { // no ranking for a container that fits nowhere on the node
+		return out
+	}
+	if len(s.keys) < len(free) {
+		s.keys = make([]float64, len(free))
+	}
+	for _, g := range out {
+		s.keys[g] = s.scorer.RankGPU(s.node, g, units, s.req)
 	}
 	slices.SortStableFunc(out, func(a, b int) int {
 		switch ka, kb := s.keys[a], s.keys[b]; {
@@ -192,7 +199,6 @@ func (s *search) candidates(depth int, units int64, free []int64) []int {
 		}
 		return 0
 	})
-	s.cands[depth] = out
 	return out
 }
 
@@ -206,7 +212,7 @@ func (s *search) apps(i int) bool {
 	}
 	ci := s.order[i]
 	c := s.req.Containers[ci]
-	cands := s.candidates(i, c.PerGPU(), s.free)
+	cands := s.candidates(i, c.PerGPU(), s.free, c.GPUs)
 	if len(cands) < c.GPUs {
 		return false
 	}
@@ -254,7 +260,7 @@ func (s *search) inits() bool {
 				base[g] = s.node.GPUs[g].Free()
 			}
 		}
-		cands := s.candidates(len(s.order), c.PerGPU(), base) // below every depth of apps
+		cands := s.candidates(len(s.order), c.PerGPU(), base, c.GPUs) // below every depth of apps
 		if len(cands) < c.GPUs {
 			return false
 		}

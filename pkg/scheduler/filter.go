@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -19,23 +18,40 @@ import (
 // logged at V(4). It answers in NodeNames when asked with NodeNames
 // (nodeCacheCapable) and in Nodes otherwise, and never returns a node it was not given.
 func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	var res *extenderv1.ExtenderFilterResult
+	e.filter(ctx, args, func(a *filterAnswer) { res = a.result() })
+	return res
+}
+
+// appendFilter appends Filter's answer as JSON to b, written from the pass's verdicts.
+func (e *Extender) appendFilter(ctx context.Context, b []byte, args *extenderv1.ExtenderArgs) ([]byte, error) {
+	var err error
+	e.filter(ctx, args, func(a *filterAnswer) { b, err = a.appendJSON(b) })
+	return b, err
+}
+
+// filter runs Filter's pass and hands its answer to use before the pass's buffers go back to
+// their pool.
+func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, use func(*filterAnswer)) {
 	logger := klog.FromContext(ctx)
 	names := argNodeNames(args)
-	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
 	if args.Pod == nil {
-		res.Error = "filter: request has no pod"
-		return res
-	}
-	req, err := contract.ParseRequest(args.Pod, &e.names)
-	if err != nil {
-		for _, n := range names {
-			res.FailedAndUnresolvableNodes[n] = err.Error()
-		}
-		e.metrics.unfit.WithLabelValues(UnfitInvalidRequest).Add(float64(len(names)))
-		return e.filterResult(args, res, nil)
+		use(&filterAnswer{args: args, names: names, err: "filter: request has no pod"})
+		return
 	}
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
+	answer := &filterAnswer{args: args, names: names, passed: buf.fits, failures: buf.failures}
+	req, err := contract.ParseRequest(args.Pod, &e.names)
+	if err != nil {
+		invalid := &placement.FitError{Reason: err.Error(), Summary: err.Error(), Unresolvable: true}
+		for i := range answer.failures {
+			answer.failures[i] = invalid
+		}
+		e.metrics.unfit.WithLabelValues(UnfitInvalidRequest).Add(float64(len(names)))
+		use(answer)
+		return
+	}
 	knownUnfit := false // every node was planned on and the pod fits none
 	if e.filterChooses && !req.Empty() {
 		e.scoreNodes(args.Pod, &req, names, buf)
@@ -44,7 +60,8 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 			buf.fits[best] = true
 			logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "chosen", names[best])
 			e.metrics.filters.Add(1)
-			return e.filterResult(args, res, buf.fits)
+			use(answer)
+			return
 		}
 		clear(buf.fits) // fits nowhere: say why below, without planning again
 		knownUnfit = true
@@ -66,31 +83,19 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 			})
 		})
 	}
-	passed := buf.fits
-	var unresolvable, full int
-	for _, fe := range failures { // size the answer's maps once
-		switch {
-		case fe == nil:
-		case fe.Unresolvable:
-			unresolvable++
-		default:
-			full++
-		}
-	}
-	res.FailedNodes, res.FailedAndUnresolvableNodes = make(extenderv1.FailedNodesMap, full), make(extenderv1.FailedNodesMap, unresolvable)
+	passed := 0
+	detail := logger.V(4) // checked once: a disabled call still boxes its arguments, per node
 	for i, fe := range failures {
 		switch {
 		case fe == nil:
-			passed[i] = true
-			continue
-		case fe.Unresolvable:
-			res.FailedAndUnresolvableNodes[names[i]] = fe.Summary
-		default:
-			res.FailedNodes[names[i]] = fe.Summary
+			buf.fits[i] = true
+			passed++
+		case detail.Enabled():
+			detail.Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", names[i], "reason", fe.Reason)
 		}
-		logger.V(4).Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", names[i], "reason", fe.Reason)
 	}
-	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", countTrue(passed))
+	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", passed)
+	unresolvable, full := answer.failed()
 	if unresolvable > 0 {
 		e.metrics.unfit.WithLabelValues(UnfitUnresolvable).Add(float64(unresolvable))
 	}
@@ -98,7 +103,7 @@ func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *e
 		e.metrics.unfit.WithLabelValues(UnfitNoFreeBlock).Add(float64(full))
 	}
 	e.metrics.filters.Add(1)
-	return e.filterResult(args, res, passed)
+	use(answer)
 }
 
 // unknownNode is the reason of a candidate the extender does not know.
@@ -122,31 +127,6 @@ func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *
 		return placement.Explain(node, d.Request(), e.names.UnitLabel())
 	}
 	return sums.Explain(node)
-}
-
-// filterResult fills the passing nodes (passed[i] for the request's i-th node) in the form the
-// request used.
-func (e *Extender) filterResult(args *extenderv1.ExtenderArgs, res *extenderv1.ExtenderFilterResult, passed []bool) *extenderv1.ExtenderFilterResult {
-	if args.NodeNames != nil {
-		out := make([]string, 0, countTrue(passed))
-		for i, n := range *args.NodeNames {
-			if i < len(passed) && passed[i] {
-				out = append(out, n)
-			}
-		}
-		res.NodeNames = &out
-		return res
-	}
-	list := &v1.NodeList{}
-	if args.Nodes != nil {
-		for i := range args.Nodes.Items {
-			if i < len(passed) && passed[i] {
-				list.Items = append(list.Items, args.Nodes.Items[i])
-			}
-		}
-	}
-	res.Nodes = list
-	return res
 }
 
 func countTrue(bs []bool) int {

@@ -229,7 +229,7 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var args extenderArgs
 	if h.decode(w, r, &args) && h.fewEnoughNodes(w, r, &args) {
-		body, err := appendFilterResult(nil, h.ext.Filter(h.ctx(r), args.args()))
+		body, err := h.ext.appendFilter(h.ctx(r), nil, args.args())
 		writeBodyStatus(w, http.StatusOK, body, err)
 	}
 }

@@ -4,83 +4,85 @@ import (
 	"encoding/json"
 	"slices"
 	"unicode/utf8"
-
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
-// appendFilterResult appends the JSON of res: byte for byte what json.Marshal gives (fields in
-// order, map keys sorted, strings escaped as encoding/json escapes them, HTML characters
-// included), without reflection over the two maps of failed nodes. For a pod that fits none of
-// thousands of candidates, encoding them reflectively took about as long as deciding.
-func appendFilterResult(b []byte, res *extenderv1.ExtenderFilterResult) ([]byte, error) {
-	b = slices.Grow(b, filterResultSize(res))
+// appendJSON appends the answer's JSON: what json.Marshal gives for result() (the same fields
+// in the same order, strings escaped as encoding/json escapes them, HTML characters included),
+// except that the failed nodes come in the request's order rather than sorted, written
+// straight from the pass's verdicts. For a pod that fits none of thousands of candidates,
+// building, sorting and encoding the two maps took about as long as deciding.
+func (a *filterAnswer) appendJSON(b []byte) ([]byte, error) {
+	b = slices.Grow(b, a.size())
 	b = append(b, `{"Nodes":`...)
-	if res.Nodes == nil {
+	if a.err != "" || a.args.NodeNames != nil {
 		b = append(b, "null"...)
 	} else {
-		raw, err := json.Marshal(res.Nodes)
+		raw, err := json.Marshal(a.passedNodes())
 		if err != nil {
 			return nil, err
 		}
 		b = append(b, raw...)
 	}
 	b = append(b, `,"NodeNames":`...)
-	if res.NodeNames == nil || *res.NodeNames == nil {
+	if a.err != "" || a.args.NodeNames == nil {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, '[')
-		for i, n := range *res.NodeNames {
-			if i > 0 {
+		first := true
+		for i, n := range a.names {
+			if !a.passes(i) {
+				continue
+			}
+			if !first {
 				b = append(b, ',')
 			}
+			first = false
 			b = appendJSONString(b, n)
 		}
 		b = append(b, ']')
 	}
 	b = append(b, `,"FailedNodes":`...)
-	b = appendFailedNodes(b, res.FailedNodes)
+	b = a.appendFailed(b, false)
 	b = append(b, `,"FailedAndUnresolvableNodes":`...)
-	b = appendFailedNodes(b, res.FailedAndUnresolvableNodes)
+	b = a.appendFailed(b, true)
 	b = append(b, `,"Error":`...)
-	b = appendJSONString(b, res.Error)
+	b = appendJSONString(b, a.err)
 	return append(b, '}'), nil
 }
 
-// filterResultSize is about the length of res's JSON without Nodes (exact when no string
-// needs escaping), so that the answer is written into one buffer.
-func filterResultSize(res *extenderv1.ExtenderFilterResult) int {
-	n := 128 + len(res.Error)
-	if res.NodeNames != nil {
-		for _, name := range *res.NodeNames {
+// size is about the length of the answer's JSON without Nodes (exact when no string needs
+// escaping), so that it is written into one buffer.
+func (a *filterAnswer) size() int {
+	n := 128 + len(a.err)
+	for i, name := range a.names {
+		switch {
+		case a.passes(i):
 			n += len(name) + 3
-		}
-	}
-	for _, m := range []extenderv1.FailedNodesMap{res.FailedNodes, res.FailedAndUnresolvableNodes} {
-		for k, v := range m {
-			n += len(k) + len(v) + 6
+		case i < len(a.failures) && a.failures[i] != nil:
+			n += len(name) + len(a.failures[i].Summary) + 6
 		}
 	}
 	return n
 }
 
-// appendFailedNodes appends m as a JSON object with sorted keys (null for a nil map).
-func appendFailedNodes(b []byte, m extenderv1.FailedNodesMap) []byte {
-	if m == nil {
-		return append(b, "null"...)
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+// appendFailed appends the failed candidates whose failure is unresolvable (or not) as a JSON
+// object of node name to reason, in the request's order.
+func (a *filterAnswer) appendFailed(b []byte, unresolvable bool) []byte {
 	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
+	first := true
+	if a.err == "" {
+		for i, fe := range a.failures {
+			if fe == nil || fe.Unresolvable != unresolvable {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendJSONString(b, a.names[i])
+			b = append(b, ':')
+			b = appendJSONString(b, fe.Summary)
 		}
-		b = appendJSONString(b, k)
-		b = append(b, ':')
-		b = appendJSONString(b, m[k])
 	}
 	return append(b, '}')
 }

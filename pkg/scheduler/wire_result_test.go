@@ -7,51 +7,85 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// TestAppendFilterResultMatchesEncodingJSON: the hand-written encoding gives json.Marshal's
-// bytes for every shape of result and every kind of string.
-func TestAppendFilterResultMatchesEncodingJSON(t *testing.T) {
+// TestFilterAnswerJSONMatchesResult: the JSON written from a pass's verdicts decodes to what
+// json.Marshal of result() decodes to, for every shape of answer and every kind of string,
+// and lists the failed nodes in the request's order.
+func TestFilterAnswerJSONMatchesResult(t *testing.T) {
 	var every strings.Builder
 	for c := range 256 {
 		every.WriteByte(byte(c)) // control characters, quotes, HTML characters, invalid UTF-8
 	}
 	odd := []string{"", "plain", every.String(), "<script>&</script>", "line\u2028sep\u2029", "é日本\U0001F600", "\xff\xfe", `"quoted" \back\`}
-	empty := []string{}
+	reasons := make([]*placement.FitError, 0, 2*len(odd))
+	for _, s := range odd {
+		reasons = append(reasons, &placement.FitError{Reason: "detail " + s, Summary: s}, &placement.FitError{Reason: s, Summary: s, Unresolvable: true})
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	big := extenderv1.FailedNodesMap{}
+	var bigNames []string
+	var bigPassed []bool
+	var bigFailures []*placement.FitError
 	for i := range 3000 {
-		big[fmt.Sprintf("node-%05d", rng.IntN(100000))] = odd[i%len(odd)]
+		bigNames = append(bigNames, fmt.Sprintf("node-%05d", rng.IntN(2000))) // some named twice
+		if i%7 == 0 {
+			bigPassed, bigFailures = append(bigPassed, true), append(bigFailures, nil)
+			continue
+		}
+		bigPassed, bigFailures = append(bigPassed, false), append(bigFailures, reasons[rng.IntN(len(reasons))])
 	}
 	names := []string{"n1", odd[2], "n3"}
-	tests := map[string]*extenderv1.ExtenderFilterResult{
-		"zero":                 {},
-		"names and maps":       {NodeNames: &names, FailedNodes: extenderv1.FailedNodesMap{"b": "x", "a": "y"}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}},
-		"empty names":          {NodeNames: &empty},
-		"pointer to nil names": {NodeNames: new([]string)},
-		"odd strings":          {FailedNodes: extenderv1.FailedNodesMap{odd[2]: odd[4], odd[6]: odd[3]}, Error: odd[2]},
-		"3000 failed nodes":    {NodeNames: &empty, FailedNodes: big, FailedAndUnresolvableNodes: big},
-		"nodes":                {Nodes: &v1.NodeList{Items: []v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n<1>", Annotations: map[string]string{"a": odd[3]}}}}}},
-		"error":                {Error: "filter: request has no pod"},
+	nodes := &v1.NodeList{Items: []v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n<1>", Annotations: map[string]string{"a": odd[3]}}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}}}}
+	tests := map[string]*filterAnswer{
+		"no candidates":      {args: &extenderv1.ExtenderArgs{NodeNames: &[]string{}}},
+		"nil names":          {args: &extenderv1.ExtenderArgs{}},
+		"names":              {args: &extenderv1.ExtenderArgs{NodeNames: &names}, names: names, passed: []bool{true, false, true}, failures: []*placement.FitError{nil, reasons[0], nil}},
+		"none passes":        {args: &extenderv1.ExtenderArgs{NodeNames: &names}, names: names, passed: nil, failures: []*placement.FitError{reasons[5], reasons[4], reasons[11]}},
+		"chosen, no reasons": {args: &extenderv1.ExtenderArgs{NodeNames: &names}, names: names, passed: []bool{false, true, false}},
+		"odd strings":        {args: &extenderv1.ExtenderArgs{NodeNames: &odd}, names: odd, passed: make([]bool, len(odd)), failures: reasons[:len(odd)]},
+		"3000 candidates":    {args: &extenderv1.ExtenderArgs{NodeNames: &bigNames}, names: bigNames, passed: bigPassed, failures: bigFailures},
+		"nodes":              {args: &extenderv1.ExtenderArgs{Nodes: nodes}, names: []string{"n<1>", "n2"}, passed: []bool{true, false}, failures: []*placement.FitError{nil, reasons[2]}},
+		"error":              {args: &extenderv1.ExtenderArgs{NodeNames: &names}, names: names, err: "filter: request has no pod"},
 	}
-	for name, res := range tests {
+	for name, a := range tests {
 		t.Run(name, func(t *testing.T) {
-			want, err := json.Marshal(res)
+			want, err := json.Marshal(a.result())
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := appendFilterResult(nil, res)
+			got, err := a.appendJSON(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if string(got) != string(want) {
-				t.Errorf("appendFilterResult:\n got %q\nwant %q", got, want)
+			var gotV, wantV any
+			if err := json.Unmarshal(got, &gotV); err != nil {
+				t.Fatalf("appendJSON wrote invalid JSON: %v\n%s", err, got)
+			}
+			if err := json.Unmarshal(want, &wantV); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantV, gotV); diff != "" {
+				t.Errorf("appendJSON decodes differently from result() (-want,+got):\n%s", diff)
 			}
 		})
 	}
+	t.Run("request order", func(t *testing.T) {
+		order := []string{"c", "a", "b"}
+		a := &filterAnswer{args: &extenderv1.ExtenderArgs{NodeNames: &order}, names: order, passed: make([]bool, 3), failures: []*placement.FitError{reasons[0], reasons[0], reasons[0]}}
+		got, err := a.appendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `"FailedNodes":{"c":"","a":"","b":""}`; !strings.Contains(string(got), want) {
+			t.Errorf("appendJSON = %s, want it to contain %s", got, want)
+		}
+	})
 }
 
 func FuzzAppendJSONString(f *testing.F) {
