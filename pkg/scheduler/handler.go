@@ -47,6 +47,8 @@ type Handler struct {
 	inflight atomic.Int64
 	// metricsHandler serves the extender's metrics and its cache's state.
 	metricsHandler http.Handler
+	// buffers holds request bodies while they are decoded and answers while they are written.
+	buffers bytePool
 }
 
 // HandlerConfig bounds and guards the extender's HTTP routes.
@@ -169,10 +171,11 @@ func (h *Handler) whenSynced(handle httprouter.Handle) httprouter.Handle {
 // MaxBody). A v with a decoder of its own for the form kube-scheduler sends (fastDecoder) tries
 // it first; whatever that declines goes through encoding/json, which also words the errors.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := readBody(w, r, h.cfg.MaxBody)
+	body, err := readBody(w, r, h.cfg.MaxBody, h.buffers.get())
 	if err == nil {
-		err = decodeBody(body, v)
+		err = decodeBody(body, v) // decoded values copy what they keep of the body
 	}
+	h.buffers.put(body)
 	if err != nil {
 		status := http.StatusBadRequest
 		var tooBig *http.MaxBytesError
@@ -192,9 +195,10 @@ type fastDecoder interface {
 	decodeFast(body []byte) bool
 }
 
-// readBody reads r's whole body, at most limit bytes (an *http.MaxBytesError beyond).
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
+// readBody reads r's whole body, at most limit bytes (an *http.MaxBytesError beyond), into
+// into's storage when it is large enough.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, into []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(into[:0])
 	if n := r.ContentLength; n > 0 && n <= limit {
 		buf.Grow(int(n) + bytes.MinRead) // one allocation when the length is announced
 	}
@@ -229,8 +233,9 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	var args extenderArgs
 	if h.decode(w, r, &args) && h.fewEnoughNodes(w, r, &args) {
-		body, err := h.ext.appendFilter(h.ctx(r), nil, args.args())
+		body, err := h.ext.appendFilter(h.ctx(r), h.buffers.get(), args.args())
 		writeBodyStatus(w, http.StatusOK, body, err)
+		h.buffers.put(body)
 	}
 }
 
@@ -265,7 +270,9 @@ func (h *Handler) prioritize(w http.ResponseWriter, r *http.Request, _ httproute
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list)
+	body := appendPriorities(h.buffers.get(), list)
+	writeBodyStatus(w, http.StatusOK, body, nil)
+	h.buffers.put(body)
 }
 
 func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

@@ -88,6 +88,32 @@ func TestFilterAnswerJSONMatchesResult(t *testing.T) {
 	})
 }
 
+// TestAppendPrioritiesMatchesEncodingJSON: the hand-written encoding of prioritize's answer
+// gives json.Marshal's bytes.
+func TestAppendPrioritiesMatchesEncodingJSON(t *testing.T) {
+	big := make(extenderv1.HostPriorityList, 3000)
+	for i := range big {
+		big[i] = extenderv1.HostPriority{Host: fmt.Sprintf("node-%05d", i), Score: int64(i%11) - 1}
+	}
+	tests := map[string]extenderv1.HostPriorityList{
+		"nil":        nil,
+		"empty":      {},
+		"odd host":   {{Host: "<a&b>\u2028\xff\"q\"", Score: 10}, {Host: "", Score: -9223372036854775808}},
+		"3000 hosts": big,
+	}
+	for name, list := range tests {
+		t.Run(name, func(t *testing.T) {
+			want, err := json.Marshal(list)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendPriorities(nil, list); string(got) != string(want) {
+				t.Errorf("appendPriorities:\n got %.200q\nwant %.200q", got, want)
+			}
+		})
+	}
+}
+
 func FuzzAppendJSONString(f *testing.F) {
 	for _, s := range []string{"", "a", "<&>", "\u2028", "\xff", "\x00\x1f\x7f"} {
 		f.Add(s)
