@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/gpushare/gpushare/pkg/gpumem"
 )
@@ -60,16 +60,17 @@ func classify(node *NodeInfo, req *gpumem.PodRequest) classification {
 	for _, ct := range req.Containers {
 		c.need, c.cards = max(c.need, ct.PerGPU()), max(c.cards, ct.GPUs)
 	}
-	for g := range node.GPUs {
-		if node.GPUs[g].Healthy {
+	usable, caps := node.UsableFree(), node.Capacities() // the snapshot's summaries: no pass over GPUs
+	for g, free := range usable {
+		if free >= 0 { // healthy
 			c.healthy++
 		}
 		if !node.CardFits(g, 0, req) {
 			continue
 		}
 		c.eligible++
-		c.largestCap = max(c.largestCap, node.GPUs[g].Capacity)
-		if c.best < 0 || node.GPUs[g].Free() > node.GPUs[c.best].Free() {
+		c.largestCap = max(c.largestCap, caps[g])
+		if c.best < 0 || free > usable[c.best] {
 			c.best = g
 		}
 	}
@@ -84,7 +85,7 @@ func classify(node *NodeInfo, req *gpumem.PodRequest) classification {
 		c.kind = misfitFewCards
 	case c.largestCap < c.need:
 		c.kind = misfitTooSmall
-	case node.GPUs[c.best].Free() < c.need:
+	case usable[c.best] < c.need:
 		c.kind = misfitNoFreeBlock
 	default:
 		c.kind = misfitTogether
@@ -164,8 +165,7 @@ func Explain(node *NodeInfo, req *gpumem.PodRequest, unit string) *FitError {
 type Summaries struct {
 	req  *gpumem.PodRequest
 	unit string
-	mu   sync.Mutex
-	errs [misfitKinds]*FitError
+	errs [misfitKinds]atomic.Pointer[FitError] // no lock per node: passes in parallel share it
 }
 
 // NewSummaries explains req's misfits in unit (e.g. "GiB").
@@ -177,10 +177,10 @@ func NewSummaries(req *gpumem.PodRequest, unit string) *Summaries {
 // and Reason empty, shared with the other nodes that fail the same way.
 func (s *Summaries) Explain(node *NodeInfo) *FitError {
 	c := classify(node, s.req)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.errs[c.kind] == nil {
-		s.errs[c.kind] = &FitError{Summary: c.summary(s.req, s.unit), Unresolvable: c.kind.unresolvable()}
+	slot := &s.errs[c.kind]
+	if fe := slot.Load(); fe != nil {
+		return fe
 	}
-	return s.errs[c.kind]
+	slot.CompareAndSwap(nil, &FitError{Summary: c.summary(s.req, s.unit), Unresolvable: c.kind.unresolvable()})
+	return slot.Load() // the first worded wins, so that every node shares one
 }

@@ -186,11 +186,12 @@ const sliverShare = 5 // a fifth
 // costs its units and filling one in pays them back.
 func (s *fragScorer) slivers(node *placement.NodeInfo, plan *placement.Plan, req *gpumem.PodRequest) float64 {
 	var change int64
+	caps := node.Capacities() // the snapshot's summary, next to its free units: no GPUInfo read
 	for i, slot := range plan.Slots {
 		if !plan.FirstSlotOn(i) {
 			continue
 		}
-		c, free := node.GPUs[slot.GPU].Capacity, s.view.free[slot.GPU]
+		c, free := caps[slot.GPU], s.view.free[slot.GPU]
 		change += sliver(free-plan.Charge(req, slot.GPU), c) - sliver(free, c)
 	}
 	return float64(change) * s.view.milliPerUnit
