@@ -41,12 +41,13 @@ func Audit(c Cache, nodes []v1.Node, pods []v1.Pod, names contract.Names) AuditR
 }
 
 // AuditTruth is the API server's truth for Audit, built as the nodes and pods are listed (page
-// by page: it keeps what a cache keeps, not the objects).
-type AuditTruth struct{ truth Cache }
+// by page: it keeps what a cache keeps, not the objects). Its nodes' snapshots are built once,
+// when compared, not once per pod listed.
+type AuditTruth struct{ truth *cacheImpl }
 
 // NewAuditTruth returns an empty truth.
 func NewAuditTruth(names contract.Names) *AuditTruth {
-	return &AuditTruth{truth: New(names, klog.Background().V(10))}
+	return &AuditTruth{truth: newDeferred(names, klog.Background().V(10))}
 }
 
 // AddNode adds a node as the API server has it.
@@ -57,6 +58,7 @@ func (t *AuditTruth) AddPod(p *v1.Pod) { t.truth.SetPod(p) }
 
 // Compare checks c against the truth, as Audit does.
 func (t *AuditTruth) Compare(c Cache) AuditReport {
+	t.truth.settle()
 	want, got := byName(t.truth.Nodes()), byName(c.Nodes())
 	var r AuditReport
 	for name, n := range want {
@@ -120,28 +122,33 @@ func nodeDiff(want, got *placement.NodeInfo) []string {
 	if want.PendingUnits != got.PendingUnits {
 		add("%d pending units in the API, %d in the cache", want.PendingUnits, got.PendingUnits)
 	}
-	wantPods, gotPods := podsByKey(want), podsByKey(got)
-	for key, w := range wantPods {
-		g, ok := gotPods[key]
-		switch {
-		case !ok:
-			add("pod %s: bound in the API, not in the cache", key)
-		case w.UID != g.UID || w.State != g.State || w.Units != g.Units || fmt.Sprint(w.Allocation) != fmt.Sprint(g.Allocation):
-			add("pod %s: %s %s %v in the API, %s %s %v in the cache", key, w.UID, w.State, w.Allocation, g.UID, g.State, g.Allocation)
-		}
-	}
-	for key, g := range gotPods {
-		if _, ok := wantPods[key]; !ok {
-			add("pod %s: %s in the cache with %v, not bound there in the API", key, g.State, g.Allocation)
+	// Both snapshots list their pods sorted by namespace/name: walk them side by side.
+	w, g := want.Pods, got.Pods
+	for len(w) > 0 || len(g) > 0 {
+		switch order := comparePods(w, g); {
+		case order < 0:
+			add("pod %s: bound in the API, not in the cache", w[0].Key())
+			w = w[1:]
+		case order > 0:
+			add("pod %s: %s in the cache with %v, not bound there in the API", g[0].Key(), g[0].State, g[0].Allocation)
+			g = g[1:]
+		default:
+			if a, b := &w[0], &g[0]; a.UID != b.UID || a.State != b.State || a.Units != b.Units || !a.Allocation.Equal(b.Allocation) {
+				add("pod %s: %s %s %v in the API, %s %s %v in the cache", a.Key(), a.UID, a.State, a.Allocation, b.UID, b.State, b.Allocation)
+			}
+			w, g = w[1:], g[1:]
 		}
 	}
 	return out
 }
 
-func podsByKey(n *placement.NodeInfo) map[string]placement.PodInfo {
-	out := make(map[string]placement.PodInfo, len(n.Pods))
-	for _, p := range n.Pods {
-		out[p.Key()] = p
+// comparePods orders the heads of two pod lists sorted by key, an empty list last.
+func comparePods(w, g []placement.PodInfo) int {
+	switch {
+	case len(g) == 0:
+		return -1
+	case len(w) == 0:
+		return 1
 	}
-	return out
+	return placement.CompareKeys(&w[0], &g[0])
 }

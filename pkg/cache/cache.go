@@ -28,6 +28,10 @@ type cacheImpl struct {
 	ids   idPool
 	// allocations shares decoded placements between bound pods (own lock).
 	allocations allocationTable
+	// deferred makes changes mark their node stale instead of building its snapshot: a cache
+	// filled from a whole listing at once (the audit's truth) builds each snapshot once, in
+	// settle, not once per pod.
+	deferred bool
 }
 
 // nodeState is what the cache knows of a node. A node is listed only once its Node object has
@@ -41,6 +45,7 @@ type nodeState struct {
 	cpu, mem  int64
 	pods      map[types.UID]*podState
 	snap      *placement.NodeInfo
+	stale     bool // changed since snap was built, in a deferred cache
 }
 
 // podState is one pod on a node; every pod with a node is tracked (for CPU and memory), and
@@ -305,6 +310,10 @@ func (c *cacheImpl) Nodes() []*placement.NodeInfo {
 
 // refreshLocked replaces a node's snapshot. Caller holds c.mu for writing.
 func (c *cacheImpl) refreshLocked(ns *nodeState) {
+	if c.deferred {
+		ns.stale = true
+		return
+	}
 	if !ns.seen {
 		ns.snap = nil
 		delete(c.snaps, ns.name)
@@ -312,4 +321,26 @@ func (c *cacheImpl) refreshLocked(ns *nodeState) {
 	}
 	ns.snap = buildSnapshot(ns, nil)
 	c.snaps[ns.name] = ns.snap
+}
+
+// newDeferred returns an empty cache that builds its snapshots only when settled: for a cache
+// filled at once from a listing and then read (the audit's truth).
+func newDeferred(names contract.Names, logger klog.Logger) *cacheImpl {
+	c, _ := New(names, logger).(*cacheImpl)
+	c.deferred = true
+	return c
+}
+
+// settle builds the snapshot of every node changed since the cache was made deferred, and makes
+// it build them on every change from then on.
+func (c *cacheImpl) settle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deferred = false
+	for _, ns := range c.nodes {
+		if ns.stale {
+			ns.stale = false
+			c.refreshLocked(ns)
+		}
+	}
 }

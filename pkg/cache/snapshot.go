@@ -17,10 +17,6 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *placement.NodeInfo {
 		AllocatableMilliCPU: ns.cpu, AllocatableMemory: ns.mem,
 	}
 	n.SetGPUs(ns.gpus)
-	pos := make(map[int]int, len(n.GPUs))
-	for i := range n.GPUs {
-		pos[n.GPUs[i].Index] = i
-	}
 	for uid, ps := range ns.pods {
 		if skip[uid] {
 			continue
@@ -31,27 +27,41 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *placement.NodeInfo {
 			continue
 		}
 		n.Pods = append(n.Pods, ps.info)
-		chargePod(n, pos, ps)
+		chargePod(n, ps)
 	}
-	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key() < n.Pods[j].Key() })
+	sort.Slice(n.Pods, func(i, j int) bool { return placement.CompareKeys(&n.Pods[i], &n.Pods[j]) < 0 })
 	n.Summarize()
 	return n
 }
 
 // chargePod adds a pod's units to its GPUs, or to PendingUnits when it has no placement or its
 // placement names GPUs the node does not have.
-func chargePod(n *placement.NodeInfo, pos map[int]int, ps *podState) {
+func chargePod(n *placement.NodeInfo, ps *podState) {
 	if ps.perGPU == nil {
 		n.PendingUnits += ps.info.Units
 		return
 	}
 	for g, u := range ps.perGPU {
-		if i, ok := pos[g]; ok {
+		if i, ok := gpuPosition(n.GPUs, g); ok {
 			n.GPUs[i].Used += u
 		} else {
 			n.PendingUnits += u
 		}
 	}
+}
+
+// gpuPosition is the position in gpus of the card with NVML index g: g itself on the usual
+// node, whose cards are listed 0, 1, 2, ..., else found by a scan (a node has a few cards).
+func gpuPosition(gpus []placement.GPUInfo, g int) (int, bool) {
+	if g >= 0 && g < len(gpus) && gpus[g].Index == g {
+		return g, true
+	}
+	for i := range gpus {
+		if gpus[i].Index == g {
+			return i, true
+		}
+	}
+	return -1, false
 }
 
 // podCPUMem is a pod's effective CPU (milli) and memory (bytes) requests as kube-scheduler

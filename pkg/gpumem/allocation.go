@@ -1,6 +1,9 @@
 package gpumem
 
-import "sort"
+import (
+	"maps"
+	"sort"
+)
 
 // Allocation is a pod's placement: container key (see ContainerRequest.Key) → GPU index → units.
 // Its JSON form is the value of the contract's placement annotation, e.g. {"0":{"1":4}}.
@@ -47,6 +50,12 @@ func (a Allocation) Clone() Allocation {
 		out[k] = m
 	}
 	return out
+}
+
+// Equal reports whether a and b place the same units on the same GPUs for the same containers
+// (a nil map and an empty one are equal).
+func (a Allocation) Equal(b Allocation) bool {
+	return maps.EqualFunc(a, b, func(x, y map[int]int64) bool { return maps.Equal(x, y) })
 }
 
 // IsInitKey reports whether an Allocation key names an init container.

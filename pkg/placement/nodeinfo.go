@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -71,6 +73,28 @@ type PodInfo struct {
 
 // Key is namespace/name.
 func (p *PodInfo) Key() string { return p.Namespace + "/" + p.Name }
+
+// CompareKeys orders a and b as their Keys compare, without building them: snapshots sort
+// their pods with it on every change.
+func CompareKeys(a, b *PodInfo) int {
+	if a.Namespace == b.Namespace {
+		return strings.Compare(a.Name, b.Name)
+	}
+	an, bn := a.Namespace, b.Namespace
+	for i := range min(len(an), len(bn)) {
+		if an[i] != bn[i] {
+			return cmp.Compare(an[i], bn[i])
+		}
+	}
+	// One namespace is a prefix of the other; its "/" meets the longer one's next byte.
+	switch {
+	case len(an) < len(bn) && bn[len(an)] != '/':
+		return cmp.Compare('/', bn[len(an)])
+	case len(bn) < len(an) && an[len(bn)] != '/':
+		return cmp.Compare(an[len(bn)], '/')
+	}
+	return strings.Compare(a.Key(), b.Key()) // a "/" in a namespace, which the API refuses
+}
 
 // NodeInfo is an immutable snapshot of one GPU-sharing node: the cache builds it, placement
 // reads it. Its cards' state is held once, in GPUs; MaxFree, UsableFree, Capacities and the unit

@@ -61,3 +61,24 @@ func TestCardFits(t *testing.T) {
 		})
 	}
 }
+
+// TestCompareKeys: pods order as their namespace/name keys compare, namespaces that are
+// prefixes of each other and bytes on either side of "/" included.
+func TestCompareKeys(t *testing.T) {
+	namespaces := []string{"", "a", "a-b", "a.b", "a0", "ab", "a/", "a/b", "b", "default", "default-x", "default.a"}
+	podNames := []string{"", "a", "b", "a-b", "b/c", "z"}
+	var pods []placement.PodInfo
+	for _, ns := range namespaces {
+		for _, n := range podNames {
+			pods = append(pods, placement.PodInfo{Namespace: ns, Name: n})
+		}
+	}
+	for i := range pods {
+		for j := range pods {
+			a, b := &pods[i], &pods[j]
+			if got, want := placement.CompareKeys(a, b), strings.Compare(a.Key(), b.Key()); got != want {
+				t.Errorf("CompareKeys(%q, %q) = %d, want %d", a.Key(), b.Key(), got, want)
+			}
+		}
+	}
+}
