@@ -47,8 +47,11 @@ type Handler struct {
 	inflight atomic.Int64
 	// metricsHandler serves the extender's metrics and its cache's state.
 	metricsHandler http.Handler
-	// buffers holds request bodies while they are decoded and answers while they are written.
-	buffers bytePool
+	// bytes holds request bodies while they are decoded and answers while they are written;
+	// names and scores hold a call's candidate names and prioritize's scores.
+	bytes  slicePool[byte]
+	names  slicePool[string]
+	scores slicePool[extenderv1.HostPriority]
 }
 
 // HandlerConfig bounds and guards the extender's HTTP routes.
@@ -171,11 +174,11 @@ func (h *Handler) whenSynced(handle httprouter.Handle) httprouter.Handle {
 // MaxBody). A v with a decoder of its own for the form kube-scheduler sends (fastDecoder) tries
 // it first; whatever that declines goes through encoding/json, which also words the errors.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := readBody(w, r, h.cfg.MaxBody, h.buffers.get())
+	body, err := readBody(w, r, h.cfg.MaxBody, h.bytes.get())
 	if err == nil {
 		err = decodeBody(body, v) // decoded values copy what they keep of the body
 	}
-	h.buffers.put(body)
+	h.bytes.put(body)
 	if err != nil {
 		status := http.StatusBadRequest
 		var tooBig *http.MaxBytesError
@@ -231,11 +234,12 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 }
 
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var args extenderArgs
+	args := extenderArgs{nameBuf: h.names.get()}
+	defer func() { h.names.put(args.names()) }()
 	if h.decode(w, r, &args) && h.fewEnoughNodes(w, r, &args) {
-		body, err := h.ext.appendFilter(h.ctx(r), h.buffers.get(), args.args())
+		body, err := h.ext.appendFilter(h.ctx(r), h.bytes.get(), args.args())
 		writeBodyStatus(w, http.StatusOK, body, err)
-		h.buffers.put(body)
+		h.bytes.put(body)
 	}
 }
 
@@ -261,18 +265,20 @@ func (h *Handler) atMostMaxNodes(w http.ResponseWriter, r *http.Request, n int) 
 }
 
 func (h *Handler) prioritize(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	var args extenderArgs
+	args := extenderArgs{nameBuf: h.names.get()}
+	defer func() { h.names.put(args.names()) }()
 	if !h.decode(w, r, &args) || !h.fewEnoughNodes(w, r, &args) {
 		return
 	}
-	list, err := h.ext.Prioritize(h.ctx(r), args.args())
+	list, err := h.ext.prioritize(h.ctx(r), args.args(), h.scores.get())
+	defer h.scores.put(list)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	body := appendPriorities(h.buffers.get(), list)
+	body := appendPriorities(h.bytes.get(), list)
 	writeBodyStatus(w, http.StatusOK, body, nil)
-	h.buffers.put(body)
+	h.bytes.put(body)
 }
 
 func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

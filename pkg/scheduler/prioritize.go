@@ -19,13 +19,22 @@ import (
 // scored too (it reaches the extender when the scheduler configuration sends it every pod):
 // where its CPU goes decides which cards stay usable.
 func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
+	return e.prioritize(ctx, args, nil)
+}
+
+// prioritize is Prioritize writing the scores into into's storage when it is large enough.
+func (e *Extender) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs, into extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
 	if args.Pod == nil {
 		return nil, fmt.Errorf("prioritize: request has no pod")
 	}
 	names := argNodeNames(args)
-	out := make(extenderv1.HostPriorityList, len(names))
+	out := into[:0]
+	if cap(out) < len(names) {
+		out = make(extenderv1.HostPriorityList, 0, len(names))
+	}
+	out = out[:len(names)]
 	for i, n := range names {
-		out[i].Host = n
+		out[i] = extenderv1.HostPriority{Host: n}
 	}
 	req, err := contract.ParseRequest(args.Pod, &e.names)
 	if err != nil {

@@ -14,6 +14,16 @@ type extenderArgs struct {
 	Pod       *v1.Pod
 	Nodes     *v1.NodeList
 	NodeNames *nameList
+	// nameBuf, if set, is storage the names decode into (a pooled slice), not part of the JSON.
+	nameBuf []string
+}
+
+// names is the decoded candidate names' slice, nil if none.
+func (a *extenderArgs) names() []string {
+	if a.NodeNames == nil {
+		return nil
+	}
+	return *a.NodeNames
 }
 
 // args returns the decoded request as kube-scheduler's type.
@@ -30,7 +40,7 @@ func (a *extenderArgs) args() *extenderv1.ExtenderArgs {
 // here they are read once, by plainStrings, and only the pod goes through encoding/json.
 func (a *extenderArgs) decodeFast(body []byte) bool {
 	if !a.decodeObject(body) {
-		*a = extenderArgs{}
+		*a = extenderArgs{nameBuf: a.nameBuf}
 		return false
 	}
 	return true
@@ -99,7 +109,7 @@ func (a *extenderArgs) setField(field int, raw []byte) bool {
 	if string(raw) == "null" {
 		return true
 	}
-	names, ok := plainStrings(raw)
+	names, ok := plainStrings(raw, a.nameBuf)
 	if ok {
 		a.NodeNames = (*nameList)(&names)
 	}
@@ -161,22 +171,25 @@ func (l *nameList) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	if names, ok := plainStrings(b); ok {
+	if names, ok := plainStrings(b, nil); ok {
 		*l = names
 		return nil
 	}
 	return json.Unmarshal(b, (*[]string)(l))
 }
 
-// plainStrings decodes a JSON array of strings made of printable ASCII without escapes; ok is
-// false for anything else.
-func plainStrings(b []byte) (names []string, ok bool) {
+// plainStrings decodes a JSON array of strings made of printable ASCII without escapes, into
+// into's storage when it is large enough; ok is false for anything else.
+func plainStrings(b []byte, into []string) (names []string, ok bool) {
 	s := string(b)
 	i := skipSpace(s, 0)
 	if i == len(s) || s[i] != '[' {
 		return nil, false
 	}
-	names = make([]string, 0, countQuotes(s)/2)
+	names = into[:0]
+	if n := countQuotes(s) / 2; names == nil || cap(names) < n { // [] decodes to an empty list, not nil
+		names = make([]string, 0, n)
+	}
 	i = skipSpace(s, i+1)
 	if i < len(s) && s[i] == ']' {
 		return names, skipSpace(s, i+1) == len(s)

@@ -97,7 +97,7 @@ func FuzzExtenderArgsDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var want extenderArgs
 		wantErr := decodeJSON(body, &want)
-		var got extenderArgs
+		got := extenderArgs{nameBuf: []string{"stale", "names", "of", "a", "pooled", "slice"}[:0]}
 		gotErr := decodeBody(body, &got)
 		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 			t.Fatalf("%q: error %v, encoding/json's: %v", body, gotErr, wantErr)
@@ -108,7 +108,7 @@ func FuzzExtenderArgsDecode(f *testing.F) {
 			}
 		}
 		var declined extenderArgs
-		if !declined.decodeFast(body) && !cmp.Equal(declined, extenderArgs{}) {
+		if !declined.decodeFast(body) && !cmp.Equal(declined.args(), (&extenderArgs{}).args()) {
 			t.Fatalf("%q: declined but left %+v", body, declined)
 		}
 	})
@@ -135,9 +135,16 @@ func TestPlainStrings(t *testing.T) {
 		{in: ``},
 	}
 	for _, tt := range tests {
-		got, ok := plainStrings([]byte(tt.in))
+		got, ok := plainStrings([]byte(tt.in), nil)
 		if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
 			t.Errorf("plainStrings(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+		// Into a used slice, large enough or not: the same names, none of the old ones.
+		for _, into := range [][]string{{"old"}, make([]string, 3, 8)} {
+			got, ok := plainStrings([]byte(tt.in), into)
+			if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
+				t.Errorf("plainStrings(%q, %q) = %q, %v; want %q, %v", tt.in, into, got, ok, tt.want, tt.ok)
+			}
 		}
 	}
 }
