@@ -234,7 +234,7 @@ func (h *Handler) ctx(r *http.Request) context.Context {
 }
 
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	args := extenderArgs{nameBuf: h.names.get()}
+	args := extenderArgs{nameBuf: h.names.get(), intern: h.ext.cache.InternNodeNames}
 	defer func() { h.names.put(args.names()) }()
 	if h.decode(w, r, &args) && h.fewEnoughNodes(w, r, &args) {
 		body, err := h.ext.appendFilter(h.ctx(r), h.bytes.get(), args.args())
@@ -265,7 +265,7 @@ func (h *Handler) atMostMaxNodes(w http.ResponseWriter, r *http.Request, n int) 
 }
 
 func (h *Handler) prioritize(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	args := extenderArgs{nameBuf: h.names.get()}
+	args := extenderArgs{nameBuf: h.names.get(), intern: h.ext.cache.InternNodeNames}
 	defer func() { h.names.put(args.names()) }()
 	if !h.decode(w, r, &args) || !h.fewEnoughNodes(w, r, &args) {
 		return

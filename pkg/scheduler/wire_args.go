@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"encoding/json"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -16,6 +17,9 @@ type extenderArgs struct {
 	NodeNames *nameList
 	// nameBuf, if set, is storage the names decode into (a pooled slice), not part of the JSON.
 	nameBuf []string
+	// intern, if set, gives the decoded names strings of their own (Cache.InternNodeNames): the
+	// names are then read straight from the body, without copying it into a string first.
+	intern func(names []string)
 }
 
 // names is the decoded candidate names' slice, nil if none.
@@ -40,7 +44,7 @@ func (a *extenderArgs) args() *extenderv1.ExtenderArgs {
 // here they are read once, by plainStrings, and only the pod goes through encoding/json.
 func (a *extenderArgs) decodeFast(body []byte) bool {
 	if !a.decodeObject(body) {
-		*a = extenderArgs{nameBuf: a.nameBuf}
+		*a = extenderArgs{nameBuf: a.nameBuf, intern: a.intern}
 		return false
 	}
 	return true
@@ -109,7 +113,7 @@ func (a *extenderArgs) setField(field int, raw []byte) bool {
 	if string(raw) == "null" {
 		return true
 	}
-	names, ok := plainStrings(raw, a.nameBuf)
+	names, ok := plainStrings(raw, a.nameBuf, a.intern)
 	if ok {
 		a.NodeNames = (*nameList)(&names)
 	}
@@ -171,7 +175,7 @@ func (l *nameList) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	if names, ok := plainStrings(b, nil); ok {
+	if names, ok := plainStrings(b, nil, nil); ok {
 		*l = names
 		return nil
 	}
@@ -179,12 +183,34 @@ func (l *nameList) UnmarshalJSON(b []byte) error {
 }
 
 // plainStrings decodes a JSON array of strings made of printable ASCII without escapes, into
-// into's storage when it is large enough; ok is false for anything else.
-func plainStrings(b []byte, into []string) (names []string, ok bool) {
-	s := string(b)
+// into's storage when it is large enough; ok is false for anything else. With intern, the
+// names are first views of b, which intern replaces by strings of their own before they are
+// returned (b is a pooled buffer: nothing may keep a view of it); without, they are substrings
+// of one copy of b.
+func plainStrings(b []byte, into []string, intern func([]string)) (names []string, ok bool) {
+	var s string
+	if intern != nil {
+		s = unsafe.String(unsafe.SliceData(b), len(b)) // views of b, interned below before use
+	} else {
+		s = string(b)
+	}
+	names, ok = parseStrings(s, into)
+	switch {
+	case !ok:
+		clear(names[:cap(names)]) // no view of b stays behind in into's storage
+		return nil, false
+	case intern != nil:
+		intern(names)
+	}
+	return names, true
+}
+
+// parseStrings is plainStrings' parse: the names as substrings of s (on failure, those read so
+// far, for plainStrings to clear).
+func parseStrings(s string, into []string) (names []string, ok bool) {
 	i := skipSpace(s, 0)
 	if i == len(s) || s[i] != '[' {
-		return nil, false
+		return into[:0], false
 	}
 	names = into[:0]
 	if n := countQuotes(s) / 2; names == nil || cap(names) < n { // [] decodes to an empty list, not nil
@@ -196,17 +222,17 @@ func plainStrings(b []byte, into []string) (names []string, ok bool) {
 	}
 	for {
 		if i == len(s) || s[i] != '"' {
-			return nil, false
+			return names, false
 		}
 		j := i + 1
 		for j < len(s) && s[j] != '"' {
 			if c := s[j]; c < 0x20 || c == '\\' || c >= 0x80 {
-				return nil, false
+				return names, false
 			}
 			j++
 		}
 		if j == len(s) {
-			return nil, false
+			return names, false
 		}
 		names = append(names, s[i+1:j])
 		i = skipSpace(s, j+1)
@@ -216,7 +242,7 @@ func plainStrings(b []byte, into []string) (names []string, ok bool) {
 		case i < len(s) && s[i] == ']':
 			return names, skipSpace(s, i+1) == len(s)
 		default:
-			return nil, false
+			return names, false
 		}
 	}
 }

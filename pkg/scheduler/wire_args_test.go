@@ -97,8 +97,16 @@ func FuzzExtenderArgsDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var want extenderArgs
 		wantErr := decodeJSON(body, &want)
-		got := extenderArgs{nameBuf: []string{"stale", "names", "of", "a", "pooled", "slice"}[:0]}
-		gotErr := decodeBody(body, &got)
+		got := extenderArgs{nameBuf: []string{"stale", "names", "of", "a", "pooled", "slice"}[:0], intern: func(names []string) {
+			for i := range names {
+				names[i] = strings.Clone(names[i])
+			}
+		}}
+		pooled := append([]byte(nil), body...)
+		gotErr := decodeBody(pooled, &got)
+		for i := range pooled { // the handler reuses the body's buffer
+			pooled[i] = 0
+		}
 		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 			t.Fatalf("%q: error %v, encoding/json's: %v", body, gotErr, wantErr)
 		}
@@ -134,16 +142,33 @@ func TestPlainStrings(t *testing.T) {
 		{in: `["a`},
 		{in: ``},
 	}
+	clone := func(names []string) {
+		for i := range names {
+			names[i] = strings.Clone(names[i])
+		}
+	}
 	for _, tt := range tests {
-		got, ok := plainStrings([]byte(tt.in), nil)
+		got, ok := plainStrings([]byte(tt.in), nil, nil)
 		if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
 			t.Errorf("plainStrings(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
-		// Into a used slice, large enough or not: the same names, none of the old ones.
-		for _, into := range [][]string{{"old"}, make([]string, 3, 8)} {
-			got, ok := plainStrings([]byte(tt.in), into)
-			if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
-				t.Errorf("plainStrings(%q, %q) = %q, %v; want %q, %v", tt.in, into, got, ok, tt.want, tt.ok)
+		// Into a used slice, large enough or not, interned or not: the same names, none of the
+		// old ones, and none that changes when the body's buffer is reused.
+		for _, intern := range []func([]string){nil, clone} {
+			for _, into := range [][]string{{"old"}, make([]string, 3, 8)} {
+				body := []byte(tt.in)
+				got, ok := plainStrings(body, into, intern)
+				for i := range body {
+					body[i] = 'X'
+				}
+				if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
+					t.Errorf("plainStrings(%q, %q, intern %v) = %q, %v; want %q, %v", tt.in, into, intern != nil, got, ok, tt.want, tt.ok)
+				}
+				for _, old := range into[:cap(into)] {
+					if strings.Contains(old, "X") {
+						t.Errorf("plainStrings(%q, intern %v) left a view of the body in its storage: %q", tt.in, intern != nil, into[:cap(into)])
+					}
+				}
 			}
 		}
 	}
