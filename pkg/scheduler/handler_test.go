@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -750,5 +751,47 @@ func TestHandlerMetricsLearned(t *testing.T) {
 				t.Errorf("learned metrics (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPooledAnswersKeepNothingOfEarlierCalls: calls of every size in turn, so that each reuses
+// the buffers, names and scores of a larger or smaller one before it, answer exactly their own
+// candidates; no candidates answer [], not null.
+func TestPooledAnswersKeepNothingOfEarlierCalls(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nodes, pods := routeFixture()
+	ext, _ := extenderOn(logger, nodes, pods)
+	srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: DefaultMaxBodyBytes}, logger))
+	defer srv.Close()
+	pod := st.MakePod().Name("p").GPUMem(4).Obj()
+	for _, names := range [][]string{{}, {"n1", "n2", "n3", "n4", "ghost"}, {}, {"n4"}, {"n2", "ghost"}, {}, {"n1", "n2", "n3", "n4", "ghost"}} {
+		body := mustJSON(t, extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names})
+		status, _, answer := do(t, srv, http.MethodPost, Prefix+"/prioritize", body)
+		var list extenderv1.HostPriorityList
+		if err := json.Unmarshal(answer, &list); status != http.StatusOK || err != nil || list == nil {
+			t.Fatalf("prioritize of %q: %d %s (%v)", names, status, answer, err)
+		}
+		hosts := make([]string, len(list))
+		for i := range list {
+			hosts[i] = list[i].Host
+		}
+		if diff := cmp.Diff(names, hosts); diff != "" {
+			t.Errorf("prioritize of %q answered hosts (-want,+got):\n%s", names, diff)
+		}
+		status, _, answer = do(t, srv, http.MethodPost, Prefix+"/filter", body)
+		var res extenderv1.ExtenderFilterResult
+		if err := json.Unmarshal(answer, &res); status != http.StatusOK || err != nil || res.NodeNames == nil {
+			t.Fatalf("filter of %q: %d %s (%v)", names, status, answer, err)
+		}
+		for _, n := range *res.NodeNames {
+			if !slices.Contains(names, n) {
+				t.Errorf("filter of %q passed %q, not a candidate", names, n)
+			}
+		}
+		for n := range res.FailedAndUnresolvableNodes {
+			if !slices.Contains(names, n) {
+				t.Errorf("filter of %q failed %q, not a candidate", names, n)
+			}
+		}
 	}
 }

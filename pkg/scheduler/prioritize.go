@@ -29,7 +29,7 @@ func (e *Extender) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	}
 	names := argNodeNames(args)
 	out := into[:0]
-	if cap(out) < len(names) {
+	if out == nil || cap(out) < len(names) { // no candidates answer [], not null
 		out = make(extenderv1.HostPriorityList, 0, len(names))
 	}
 	out = out[:len(names)]
