@@ -55,7 +55,7 @@ func (a Allocation) Clone() Allocation {
 // Equal reports whether a and b place the same units on the same GPUs for the same containers
 // (a nil map and an empty one are equal).
 func (a Allocation) Equal(b Allocation) bool {
-	return maps.EqualFunc(a, b, func(x, y map[int]int64) bool { return maps.Equal(x, y) })
+	return maps.EqualFunc(a, b, maps.Equal)
 }
 
 // IsInitKey reports whether an Allocation key names an init container.

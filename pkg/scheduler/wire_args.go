@@ -190,7 +190,7 @@ func (l *nameList) UnmarshalJSON(b []byte) error {
 func plainStrings(b []byte, into []string, intern func([]string)) (names []string, ok bool) {
 	var s string
 	if intern != nil {
-		s = unsafe.String(unsafe.SliceData(b), len(b)) // views of b, interned below before use
+		s = unsafe.String(unsafe.SliceData(b), len(b)) //nolint:gosec // G103: views of b, replaced by intern below before they are returned
 	} else {
 		s = string(b)
 	}
