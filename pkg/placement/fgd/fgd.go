@@ -43,8 +43,9 @@ func (f *FGD) Foresee(workload []placement.Demand) {
 // Observe does nothing: FGD's distribution is fixed.
 func (f *FGD) Observe(*gpumem.PodRequest, placement.PodResources) {}
 
-// SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out).
-func (f *FGD) SyncNodes(nodes []*placement.NodeInfo) { f.views.sync(nodes) }
+// SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out)
+// and prepares each node's view under the current distribution.
+func (f *FGD) SyncNodes(nodes []*placement.NodeInfo) { f.views.sync(nodes, f.dist.Load()) }
 
 // Rebuild sets the distribution from the pods on nodes.
 func (f *FGD) Rebuild(nodes []*placement.NodeInfo) {

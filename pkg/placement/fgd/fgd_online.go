@@ -66,8 +66,11 @@ func (f *Online) Rebuild(nodes []*placement.NodeInfo) { f.learned.reset(countPod
 // Learned returns the task shapes remembered and the task types of the typical set.
 func (f *Online) Learned() (shapes, typical int) { return f.learned.size() }
 
-// SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out).
-func (f *Online) SyncNodes(nodes []*placement.NodeInfo) { f.views.sync(nodes) }
+// SyncNodes makes the model supply count exactly the cards of nodes (deleted nodes drop out)
+// and prepares each node's view under the current distribution.
+func (f *Online) SyncNodes(nodes []*placement.NodeInfo) {
+	f.views.sync(nodes, f.learned.current.Load())
+}
 
 // ForPod returns fgd-online's scorer for one pod.
 func (f *Online) ForPod(res placement.PodResources) placement.Scorer {

@@ -13,7 +13,8 @@ import (
 )
 
 // TestSyncNodesForgetsDeletedNodes: after SyncNodes, a fragmentation policy's model supply
-// counts exactly the nodes the cache has, scored or not: deleted nodes no longer.
+// counts exactly the nodes the cache has, scored or not: deleted nodes no longer; and every
+// node's view is prepared.
 func TestSyncNodesForgetsDeletedNodes(t *testing.T) {
 	for _, name := range []string{"fgd", "fgd-online"} {
 		t.Run(name, func(t *testing.T) {
@@ -37,6 +38,11 @@ func TestSyncNodesForgetsDeletedNodes(t *testing.T) {
 			c.RemoveNode("b")
 			c.SetNode(st.MakeNode("d").GPUs(32).Model(0, "A100").Obj()) // never scored
 			policy.(placement.NodeSyncer).SyncNodes(c.Nodes())
+			for _, n := range c.Nodes() { // every node's view is ready, the unscored d's too
+				if e := views.table.slot(n.ID).Load(); e == nil || e.view.node != n {
+					t.Errorf("after SyncNodes node %s has no current view", n.Name)
+				}
+			}
 			views.mu.Lock()
 			defer views.mu.Unlock()
 			want := map[string]int64{"A100": 80 + 80 + 32, "Tesla T4": 16 + 16}

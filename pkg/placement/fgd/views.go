@@ -58,8 +58,10 @@ func (v *fragViews) pressure(d *Distribution) []float64 {
 
 // sync makes the model supply match nodes, every node's current snapshot: nodes not among
 // them (deleted) go, and every node's cards count, scored yet or not. Entries of deleted nodes
-// are dropped from the table.
-func (v *fragViews) sync(nodes []*placement.NodeInfo) {
+// are dropped from the table. With a distribution d, every node's entry is then prepared under
+// it, so that the first calls after a start (or after a new distribution, once a sync comes)
+// find them ready instead of building thousands in the scheduler's cycle.
+func (v *fragViews) sync(nodes []*placement.NodeInfo, d *Distribution) {
 	live := make(map[string]bool, len(nodes))
 	ids := make(map[int]bool, len(nodes))
 	for _, n := range nodes {
@@ -67,7 +69,6 @@ func (v *fragViews) sync(nodes []*placement.NodeInfo) {
 	}
 	v.table.keep(ids)
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	for name := range v.supply.byNode {
 		if !live[name] {
 			v.supply.remove(name)
@@ -75,6 +76,13 @@ func (v *fragViews) sync(nodes []*placement.NodeInfo) {
 	}
 	for _, n := range nodes {
 		v.supply.set(n)
+	}
+	v.mu.Unlock()
+	if d == nil {
+		return
+	}
+	for _, n := range nodes {
+		v.get(n, d) // a no-op for an entry already current
 	}
 }
 
