@@ -129,16 +129,6 @@ func (e *Extender) check(d *placement.Decision, node *placement.NodeInfo, plan *
 	return sums.Explain(node)
 }
 
-func countTrue(bs []bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
-}
-
 // argNodeNames lists the candidate nodes of a request, whichever form it used.
 func argNodeNames(args *extenderv1.ExtenderArgs) []string {
 	if args.NodeNames != nil {

@@ -91,3 +91,14 @@ func (a *filterAnswer) failed() (unresolvable, full int) {
 	}
 	return unresolvable, full
 }
+
+// countTrue counts the true elements of bs.
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
