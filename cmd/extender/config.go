@@ -126,6 +126,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.DurationVar(&c.election.LeaseDuration, "leader-elect-lease-duration", c.election.LeaseDuration, "how long a leader's Lease holds without renewal")
 	fs.DurationVar(&c.election.RenewDeadline, "leader-elect-renew-deadline", c.election.RenewDeadline, "how long a leader tries to renew before it stops binding")
 	fs.DurationVar(&c.election.RetryPeriod, "leader-elect-retry-period", c.election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
+	fs.DurationVar(&c.election.SafetyMargin, "leader-elect-safety-margin", c.election.SafetyMargin, "the leader binds only while less than lease duration minus this has passed since its last successful Lease renewal, by its own monotonic clock (covers clock drift and the time a Binding takes)")
 	c.names.AddFlags(fs)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -31,6 +32,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "events at zero per second", change: func(c *config) { c.eventQPS = 0 }, wantErr: []string{"--event-qps must be positive"}},
 		{name: "no events, no event rate", change: func(c *config) { c.bindEvents, c.eventQPS = false, 0 }},
 		{name: "spread policy", change: func(c *config) { c.policy = "spread" }},
+		{name: "safety margin eats the lease", change: func(c *config) { c.election.SafetyMargin = 7500 * time.Millisecond }, wantErr: []string{"--leader-elect:", "safety margin < lease duration - retry period"}},
+		{name: "negative safety margin", change: func(c *config) { c.election.SafetyMargin = -time.Second }, wantErr: []string{"0 <= safety margin"}},
+		{name: "no safety margin", change: func(c *config) { c.election.SafetyMargin = 0 }},
 		{name: "MiB unit", change: func(c *config) { c.names.Unit = resource.MustParse("1Mi") }},
 		{name: "unknown policy", change: func(c *config) { c.policy = "fastest" }, wantErr: []string{`unknown policy "fastest"`, "binpack", "spread"}},
 		{name: "zero qps", change: func(c *config) { c.qps = 0 }, wantErr: []string{"--kube-api-qps and --kube-api-burst must be positive"}},

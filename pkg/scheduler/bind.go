@@ -64,7 +64,8 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if err := e.bindPod(ctx, pod, args.Node, ann); err != nil {
 		switch {
 		case req.Empty(): // nothing charged: kube-scheduler's retry settles it
-		case provesUnbound(err):
+		case provesUnbound(err) || errors.Is(err, ErrNotLeader): // refused, or never sent
+			logger.V(2).Info("Bind failed; releasing the pod's charge", "pod", klog.KObj(pod), "node", args.Node, "err", err)
 			e.cache.ForgetPod(pod.UID)
 			e.metrics.rollbacks.Inc()
 		default:
@@ -169,8 +170,13 @@ func (e *Extender) placementAnnotations(req *contract.PodRequest, nodeName strin
 }
 
 // bindPod creates the Binding, carrying ann for the API server to copy onto the pod. A conflict
-// because the pod got bound to this very node by an earlier attempt counts as success.
+// because the pod got bound to this very node by an earlier attempt counts as success. The
+// fence comes first: a replica whose leadership is not current by its own clock sends nothing
+// and returns ErrNotLeader (its decision may rest on a cache another leader has moved past).
 func (e *Extender) bindPod(ctx context.Context, pod *v1.Pod, node string, ann map[string]string) error {
+	if !e.Leading() {
+		return fmt.Errorf("bind %s to %s: %w (leadership not current; leader: %q); nothing sent", klog.KObj(pod), node, ErrNotLeader, e.leadership.Leader())
+	}
 	b := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
 		Target:     v1.ObjectReference{Kind: "Node", Name: node},

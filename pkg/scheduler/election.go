@@ -21,7 +21,9 @@ var ErrNotLeader = errors.New("this extender replica is not the leader")
 // may answer filter and prioritize from their caches; only the leader binds, so only one of
 // them ever charges cards.
 type Leadership interface {
-	// Leading reports whether this replica leads now.
+	// Leading reports whether this replica leads now. The extender asks right before every
+	// Binding write (the fence), so an implementation must answer from the current time, not
+	// from a flag set when leadership was won.
 	Leading() bool
 	// Leader is the identity of the replica that leads, as last seen ("" if unknown).
 	Leader() string
@@ -40,6 +42,11 @@ type ElectionConfig struct {
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's leader election timings.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// SafetyMargin fences the binds: this replica binds only while less than LeaseDuration -
+	// SafetyMargin has passed, on its own monotonic clock, since it sent the last Lease write
+	// that succeeded. The margin covers the clocks' rates drifting apart and the time a
+	// Binding takes to reach the API server (docs/design.md, Fencing).
+	SafetyMargin time.Duration
 }
 
 // DefaultElectionConfig replaces a dead leader within about 12 s: a follower sees the Lease
@@ -48,15 +55,29 @@ type ElectionConfig struct {
 // 10 s / 7 s / 2 s, client-go's usual values, a SIGKILLed leader was replaced after 15.2 s.)
 func DefaultElectionConfig() ElectionConfig {
 	return ElectionConfig{Namespace: "kube-system", Name: "gpushare-extender",
-		LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second}
+		LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
+		SafetyMargin: 2 * time.Second}
 }
 
 // Elector runs client-go leader election on a Lease and tracks whether this replica leads.
 // It implements Leadership; safe for concurrent use.
+//
+// Leading is a lease of its own clock, not client-go's callbacks: client-go reports a lost
+// Lease only after a renewal has failed for RenewDeadline, and a replica resumed after a
+// pause longer than the Lease (SIGSTOP, a frozen VM) went on binding for those seconds beside
+// the replica that had taken over. Leading is true only while less than LeaseDuration -
+// SafetyMargin has passed since the start of the last Lease write of this replica that
+// succeeded (renewLock records it); another replica can take the Lease only LeaseDuration
+// after it saw that write, so after the write was sent.
 type Elector struct {
-	cfg     ElectionConfig
-	client  kubernetes.Interface
+	cfg    ElectionConfig
+	client kubernetes.Interface
+	// now is the clock of the fence: time.Now, whose readings carry the monotonic clock.
+	now func() time.Time
+	// leading is client-go's view (its callbacks); renewed the start of the last successful
+	// Lease write (nil: none, or leadership lost or released since).
 	leading atomic.Bool
+	renewed atomic.Pointer[time.Time]
 	leader  atomic.Pointer[string]
 	// onChange, if set, is called whenever leading changes (tests, metrics).
 	onChange func(leading bool)
@@ -64,24 +85,45 @@ type Elector struct {
 
 var _ Leadership = (*Elector)(nil)
 
+// ElectorOption configures an Elector.
+type ElectorOption func(*Elector)
+
+// WithElectorClock sets the clock of the fence (tests); it defaults to time.Now.
+func WithElectorClock(now func() time.Time) ElectorOption { return func(e *Elector) { e.now = now } }
+
 // NewElector returns an elector over client's Leases; Run starts it.
-func NewElector(client kubernetes.Interface, cfg ElectionConfig) (*Elector, error) {
+func NewElector(client kubernetes.Interface, cfg ElectionConfig, opts ...ElectorOption) (*Elector, error) {
 	if cfg.Identity == "" || cfg.Name == "" || cfg.Namespace == "" {
 		return nil, fmt.Errorf("leader election needs a lease namespace, name and identity")
 	}
 	if cfg.RenewDeadline >= cfg.LeaseDuration || cfg.RetryPeriod >= cfg.RenewDeadline {
 		return nil, fmt.Errorf("leader election needs retry period < renew deadline < lease duration")
 	}
-	return &Elector{cfg: cfg, client: client}, nil
+	if cfg.SafetyMargin < 0 || cfg.LeaseDuration-cfg.SafetyMargin <= cfg.RetryPeriod {
+		return nil, fmt.Errorf("leader election needs 0 <= safety margin < lease duration - retry period (a leader renews every retry period)")
+	}
+	e := &Elector{cfg: cfg, client: client, now: time.Now}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
 }
 
-// Leading reports whether this replica leads now.
-func (e *Elector) Leading() bool { return e.leading.Load() }
+// Leading reports whether this replica leads now: client-go has not reported the Lease lost,
+// and the last Lease write of this replica that succeeded was sent less than LeaseDuration -
+// SafetyMargin ago by its own clock.
+func (e *Elector) Leading() bool {
+	if !e.leading.Load() {
+		return false
+	}
+	t := e.renewed.Load()
+	return t != nil && e.now().Sub(*t) < e.cfg.LeaseDuration-e.cfg.SafetyMargin
+}
 
 // Leader is the identity of the replica that leads, as last seen. A replica that leads names
 // itself at once (client-go reports a new leader from a goroutine of its own, possibly later).
 func (e *Elector) Leader() string {
-	if e.leading.Load() {
+	if e.Leading() {
 		return e.cfg.Identity
 	}
 	if l := e.leader.Load(); l != nil {
@@ -94,11 +136,11 @@ func (e *Elector) Leader() string {
 // On ctx's end a leader releases the Lease, so that another replica takes over at once.
 func (e *Elector) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
-	lock := &resourcelock.LeaseLock{
+	lock := &renewLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
 		Client:     e.client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
-	}
+	}, elector: e}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, ReleaseOnCancel: true, Name: e.cfg.Name,
 		LeaseDuration: e.cfg.LeaseDuration, RenewDeadline: e.cfg.RenewDeadline, RetryPeriod: e.cfg.RetryPeriod,
@@ -128,7 +170,48 @@ func (e *Elector) Run(ctx context.Context) error {
 
 func (e *Elector) set(leading bool) {
 	e.leading.Store(leading)
+	if !leading {
+		e.renewed.Store(nil)
+	}
 	if e.onChange != nil {
 		e.onChange(leading)
 	}
+}
+
+// renewLock records, for the fence, when this replica's Lease writes that succeeded were sent.
+// client-go writes the Lease only through Create and Update: to acquire it, to renew it, and
+// (holder "") to release it.
+type renewLock struct {
+	resourcelock.Interface
+	elector *Elector
+}
+
+// Create creates the Lease; success acquires it.
+func (l *renewLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := l.elector.now()
+	if err := l.Interface.Create(ctx, ler); err != nil {
+		return err //nolint:wrapcheck // client-go's own error, for client-go
+	}
+	l.record(ler, sent)
+	return nil
+}
+
+// Update writes the Lease; success acquires or renews it, or releases it.
+func (l *renewLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := l.elector.now()
+	if err := l.Interface.Update(ctx, ler); err != nil {
+		return err //nolint:wrapcheck // client-go's own error, for client-go
+	}
+	l.record(ler, sent)
+	return nil
+}
+
+// record notes a Lease write sent at sent: one naming this replica renews the fence, any
+// other (a release) ends it.
+func (l *renewLock) record(ler resourcelock.LeaderElectionRecord, sent time.Time) {
+	if ler.HolderIdentity != l.Identity() {
+		l.elector.renewed.Store(nil)
+		return
+	}
+	l.elector.renewed.Store(&sent)
 }

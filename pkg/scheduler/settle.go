@@ -3,12 +3,14 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -138,6 +140,9 @@ func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequ
 		delay := e.settleOpts.FirstRetry
 		for attempt := 1; ; attempt++ {
 			err := e.bindPod(ctx, pod, node, ann)
+			if errors.Is(err, ErrNotLeader) {
+				err = e.settleByRead(ctx, pod, node) // the fence stops the writes, not the reads
+			}
 			switch {
 			case err == nil:
 				logger.Info("Bind with an unknown outcome settled: the pod is bound", "attempts", attempt)
@@ -164,4 +169,25 @@ func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequ
 			delay = min(2*delay, e.settleOpts.MaxRetry)
 		}
 	}()
+}
+
+// errStillUnbound: the pod is still unbound; its first Binding may yet land.
+var errStillUnbound = errors.New("the pod is still unbound")
+
+// settleByRead settles, by reading the pod, a bind of unknown outcome on a replica whose
+// leadership is no longer current (it may not write a Binding again): nil when the pod is
+// bound to node, a NotFound error when it is gone or bound elsewhere (the informer then puts it
+// where it is), errStillUnbound otherwise: the first Binding may still be in flight on the API
+// server, so the charge stays.
+func (e *Extender) settleByRead(ctx context.Context, pod *v1.Pod, node string) error {
+	cur, err := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("read pod %s: %w", klog.KObj(pod), err)
+	case cur.UID != pod.UID || (cur.Spec.NodeName != "" && cur.Spec.NodeName != node):
+		return apierrors.NewNotFound(v1.Resource("pods"), pod.Name)
+	case cur.Spec.NodeName == node:
+		return nil
+	}
+	return fmt.Errorf("settle %s: %w (not leading: no Binding sent again)", klog.KObj(pod), errStillUnbound)
 }
