@@ -43,7 +43,7 @@ type Handler struct {
 	ready  func() bool
 	cfg    HandlerConfig
 	logger klog.Logger
-	// inflight is the body bytes reserved by requests being served (bounded).
+	// inflight is the body bytes read and held by the requests being served (bounded).
 	inflight atomic.Int64
 	// metricsHandler serves the extender's metrics and its cache's state.
 	metricsHandler http.Handler
@@ -58,11 +58,14 @@ type Handler struct {
 type HandlerConfig struct {
 	// MaxBody is the largest request body accepted (413 beyond).
 	MaxBody int64
-	// MaxInflightBytes bounds the bodies being served at once, each counted at its
-	// Content-Length (MaxBody when unknown); a request beyond it is refused with 503 and
+	// MaxInflightBytes bounds the body bytes read and held by the requests being served at
+	// once (body_budget.go); a request whose reading goes beyond it is refused with 503 and
 	// retried by kube-scheduler, so hostile bodies cannot grow the extender without bound.
 	// Zero means 4 x MaxBody.
 	MaxInflightBytes int64
+	// BodyTimeout bounds how long a request body may take to arrive (408 beyond); zero means
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// RequireClientCert refuses the verbs, /inspect and /debug (401) unless the connection
 	// presented a client certificate that TLS verified (TLSFiles.ClientCAFile). Probes,
 	// /version and /metrics stay open.
@@ -79,6 +82,9 @@ func NewHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog.Logger) (*Handler, http.Handler) {
 	if cfg.MaxInflightBytes <= 0 {
 		cfg.MaxInflightBytes = inflightBodies * cfg.MaxBody
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	h := &Handler{ext: ext, ready: ready, cfg: cfg, logger: logger}
 	state := prometheus.NewRegistry()
@@ -133,31 +139,9 @@ func (h *Handler) guarded(handle httprouter.Handle) httprouter.Handle {
 	return h.authenticated(h.whenSynced(h.bounded(handle)))
 }
 
-// ErrBusy answers a request whose body would take the bodies being served past
-// MaxInflightBytes.
+// ErrBusy answers a request whose body would take the body bytes held by the requests being
+// served past MaxInflightBytes.
 var ErrBusy = errors.New("the extender is serving too many large requests; retry shortly")
-
-// bounded reserves the request's body size for as long as it is served: 413 when it declares
-// more than MaxBody, 503 (ErrBusy) when the reservation does not fit.
-func (h *Handler) bounded(handle httprouter.Handle) httprouter.Handle {
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		n := r.ContentLength
-		switch {
-		case n > h.cfg.MaxBody:
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%s: a body of %d bytes is larger than the %d the extender accepts (--max-body-bytes)", r.URL.Path, n, h.cfg.MaxBody))
-			return
-		case n < 0:
-			n = h.cfg.MaxBody
-		}
-		if h.inflight.Add(n) > h.cfg.MaxInflightBytes {
-			h.inflight.Add(-n)
-			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: %w", r.URL.Path, ErrBusy))
-			return
-		}
-		defer h.inflight.Add(-n)
-		handle(w, r, ps)
-	}
-}
 
 // whenSynced refuses a request with 503 until the cache has synced.
 func (h *Handler) whenSynced(handle httprouter.Handle) httprouter.Handle {
@@ -182,10 +166,19 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err != nil {
 		status := http.StatusBadRequest
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			status = http.StatusRequestEntityTooLarge
+		case errors.Is(err, ErrBusy):
+			status = http.StatusServiceUnavailable
+		case errors.Is(err, ErrBodyTimeout):
+			status = http.StatusRequestTimeout
 		}
-		writeError(w, status, fmt.Errorf("malformed %s request: %w", r.URL.Path, err))
+		what := "malformed " + r.URL.Path + " request"
+		if status != http.StatusBadRequest {
+			what = r.URL.Path
+		}
+		writeError(w, status, fmt.Errorf("%s: %w", what, err))
 		return false
 	}
 	return true
@@ -198,11 +191,15 @@ type fastDecoder interface {
 	decodeFast(body []byte) bool
 }
 
+// preallocBody is the largest announced body readBody allocates before reading it: an
+// announcement costs the client nothing, so larger bodies grow their buffer as they arrive.
+const preallocBody = 1 << 20
+
 // readBody reads r's whole body, at most limit bytes (an *http.MaxBytesError beyond), into
 // into's storage when it is large enough.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64, into []byte) ([]byte, error) {
 	buf := bytes.NewBuffer(into[:0])
-	if n := r.ContentLength; n > 0 && n <= limit {
+	if n := r.ContentLength; n > 0 && n <= min(limit, preallocBody) {
 		buf.Grow(int(n) + bytes.MinRead) // one allocation when the length is announced
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))

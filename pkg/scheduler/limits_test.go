@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,82 +57,135 @@ func TestHandlerBoundsItsInputs(t *testing.T) {
 	}
 }
 
-// TestHandlerRefusesBodiesBeyondTheInflightBudget: while bodies of MaxInflightBytes are being
-// served, another request is refused with 503 instead of being read; once they are done it is
-// served.
-func TestHandlerRefusesBodiesBeyondTheInflightBudget(t *testing.T) {
+// TestHandlerBudgetCountsBytesRead: the in-flight budget holds the body bytes actually read.
+// Clients that announce large bodies and send nothing (the probe's slow bodies) hold nothing,
+// and other calls are served; a client that sent most of its body and stalls holds what it
+// sent, so a request whose bytes would go past the budget is refused with 503; once the
+// stalled one ends, the same request is served and every byte is given back.
+func TestHandlerBudgetCountsBytesRead(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	nodes, pods := routeFixture()
 	ext, _ := extenderOn(logger, nodes, pods)
-	h, routes := newHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: 4096, MaxInflightBytes: 6000}, logger)
+	h, routes := newHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: 4096, MaxInflightBytes: 5000}, logger)
 	srv := httptest.NewServer(routes)
 	defer srv.Close()
+	body := `{"Pod":null,"NodeNames":` + nameArray(300) + `}` // about 2,100 bytes
 
-	// A client that declares 4,000 bytes and sends them slowly holds its reservation.
-	slow, release := newSlowBody(4000)
+	// Four clients announce 4,000 bytes each (16,000 > 5,000) and send nothing yet.
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+Prefix+"/filter", slow)
-		req.ContentLength = 4000
-		if resp, err := srv.Client().Do(req); err == nil {
-			_ = resp.Body.Close()
-		}
-	}()
-	<-slow.started
-	for h.inflight.Load() == 0 { // until the server has taken the first request's reservation
-		time.Sleep(time.Millisecond)
+	var releases []func()
+	for range 4 {
+		slow, release := newSlowBody(4000, 0)
+		releases = append(releases, release)
+		wg.Add(1)
+		go func() { defer wg.Done(); post(t, srv, slow, 4000) }()
+		<-slow.started
 	}
-	body := `{"Pod":null,"NodeNames":` + nameArray(300) + `}` // about 2,600 bytes: 4,000 + 2,600 > 6,000
+	if status, _, answer := do(t, srv, http.MethodPost, Prefix+"/filter", body); status != http.StatusOK {
+		t.Errorf("filter beside four announced, unsent bodies = %d %s, want 200", status, answer)
+	}
+	for _, release := range releases {
+		release()
+	}
+	wg.Wait()
+
+	// One client sends 3,500 of its 4,000 bytes and stalls: 3,500 + 2,100 > 5,000.
+	slow, release := newSlowBody(4000, 3500)
+	wg.Add(1)
+	go func() { defer wg.Done(); post(t, srv, slow, 4000) }()
+	waitUntil(t, "the server to read the first 3,500 bytes", func() bool { return h.inflight.Load() >= 3500 })
 	status, _, answer := do(t, srv, http.MethodPost, Prefix+"/filter", body)
 	if status != http.StatusServiceUnavailable || !strings.Contains(string(answer), ErrBusy.Error()) {
-		t.Errorf("second request while the first is read = %d %s, want 503 %q", status, answer, ErrBusy)
+		t.Errorf("request beside 3,500 bytes held = %d %s, want 503 %q", status, answer, ErrBusy)
 	}
 	release()
 	wg.Wait()
-	// The first handler releases its reservation just after its answer reaches the client; a
-	// reservation never released would keep refusing this one.
+	waitUntil(t, "the same request to be served", func() bool {
+		status, _, _ := do(t, srv, http.MethodPost, Prefix+"/filter", body)
+		return status == http.StatusOK
+	})
+	waitUntil(t, "every byte given back", func() bool { return h.inflight.Load() == 0 })
+}
+
+// TestHandlerBodyTimeout: a body that stalls is cut at BodyTimeout (408) and its bytes given
+// back, instead of holding its share of the budget for the server's 30 s ReadTimeout.
+func TestHandlerBodyTimeout(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nodes, pods := routeFixture()
+	ext, _ := extenderOn(logger, nodes, pods)
+	h, routes := newHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: 4096, BodyTimeout: 200 * time.Millisecond}, logger)
+	srv := httptest.NewServer(routes)
+	defer srv.Close()
+	slow, release := newSlowBody(4000, 100)
+	defer release()
+	start := time.Now()
+	status, answer := post(t, srv, slow, 4000)
+	if status != http.StatusRequestTimeout || !strings.Contains(answer, ErrBodyTimeout.Error()) {
+		t.Errorf("stalled body = %d %s, want 408 %q", status, answer, ErrBodyTimeout)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the stalled body was cut after %v, want about 200ms", took)
+	}
+	waitUntil(t, "every byte given back", func() bool { return h.inflight.Load() == 0 })
+}
+
+// post sends body, announced at n bytes, to filter and returns the answer (0 when none came).
+func post(t *testing.T, srv *httptest.Server, body io.Reader, n int64) (int, string) {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+Prefix+"/filter", body)
+	if err != nil {
+		t.Error(err)
+		return 0, ""
+	}
+	req.ContentLength = n
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitUntil polls cond for up to 5 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		status, _, answer := do(t, srv, http.MethodPost, Prefix+"/filter", body)
-		if status == http.StatusOK {
-			break
-		}
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the same request afterwards = %d %s, want it served", status, answer)
+			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
-	for h.inflight.Load() != 0 { // the last handler returns just after its answer
-		if time.Now().After(deadline) {
-			t.Fatalf("bytes still reserved after every request ended: %d", h.inflight.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
-
 }
 
-// slowBody sends n bytes of spaces after release is called.
+// slowBody sends its first `first` bytes of spaces at once, and the rest of n after release
+// is called.
 type slowBody struct {
-	n       int
-	started chan struct{}
-	release chan struct{}
-	once    sync.Once
+	n, first int
+	started  chan struct{}
+	release  chan struct{}
+	once     sync.Once
 }
 
-func newSlowBody(n int) (*slowBody, func()) {
-	b := &slowBody{n: n, started: make(chan struct{}), release: make(chan struct{})}
-	return b, func() { close(b.release) }
+func newSlowBody(n, first int) (*slowBody, func()) {
+	b := &slowBody{n: n, first: first, started: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	return b, func() { once.Do(func() { close(b.release) }) }
 }
 
 func (b *slowBody) Read(p []byte) (int, error) {
 	b.once.Do(func() { close(b.started) })
-	<-b.release
+	if b.first == 0 {
+		<-b.release
+	}
 	if b.n == 0 {
-		return 0, fmt.Errorf("done")
+		return 0, io.EOF
 	}
 	k := min(len(p), b.n)
+	if b.first > 0 {
+		k = min(k, b.first)
+		b.first -= k
+	}
 	for i := range k {
 		p[i] = ' '
 	}
