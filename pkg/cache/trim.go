@@ -40,7 +40,7 @@ func Trimmer(names contract.Names) toolscache.TransformFunc {
 func keptAnnotations(names contract.Names) map[string]bool {
 	return map[string]bool{contract.AnnotationIndex: true, contract.AnnotationPod: true, contract.AnnotationDev: true,
 		contract.AnnotationAssigned: true, contract.AnnotationAssumeTime: true, contract.AnnotationAllocation: true,
-		names.ModelAnnotation: true, names.GPUCountAnnotation: true}
+		names.ModelAnnotation: true, names.GPUCountAnnotation: true, names.CoreAnnotation: true}
 }
 
 // trimPod trims pod in place; keep lists the annotations a bound pod keeps.

@@ -17,6 +17,7 @@ const (
 	DefaultNodeGPUsKey      = "gpushare.io/gpus"
 	DefaultModelKey         = "gpushare.io/gpu-model"
 	DefaultGPUsPerContainer = "gpushare.io/gpu-count"
+	DefaultCoreKey          = "gpushare.io/gpu-core"
 	DefaultUnit             = "1Gi"
 
 	// AnnotationIndex is the GPU index of a single-GPU pod.
@@ -65,6 +66,9 @@ type Names struct {
 	// GPUCountAnnotation is the pod annotation giving the number of GPUs each gpu-mem
 	// container's units are split over (default 1).
 	GPUCountAnnotation string
+	// CoreAnnotation is the pod annotation capping each container's share of its cards' SMs,
+	// in percent (1-100); enforced where the node's plugin enforces limits (HAMi-core).
+	CoreAnnotation string
 	// Unit is the memory one unit of Resource stands for (1Gi by default).
 	Unit resource.Quantity
 }
@@ -77,6 +81,7 @@ func DefaultNames() Names {
 		NodeGPUsAnnotation: DefaultNodeGPUsKey,
 		ModelAnnotation:    DefaultModelKey,
 		GPUCountAnnotation: DefaultGPUsPerContainer,
+		CoreAnnotation:     DefaultCoreKey,
 		Unit:               resource.MustParse(DefaultUnit),
 	}
 }
@@ -94,6 +99,7 @@ func (n *Names) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&n.NodeGPUsAnnotation, "node-gpus-annotation", n.NodeGPUsAnnotation, "node annotation with the GPU inventory")
 	fs.StringVar(&n.ModelAnnotation, "model-annotation", n.ModelAnnotation, "pod annotation restricting GPU models")
 	fs.StringVar(&n.GPUCountAnnotation, "gpu-count-annotation", n.GPUCountAnnotation, "pod annotation with GPUs per container")
+	fs.StringVar(&n.CoreAnnotation, "gpu-core-annotation", n.CoreAnnotation, "pod annotation capping each container's share of its GPUs' SMs, in percent (1-100)")
 	fs.Func("unit", "memory of one unit, a binary quantity >= 1Mi (default "+n.Unit.String()+")", func(s string) error {
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
@@ -109,7 +115,7 @@ func (n *Names) Validate() error {
 	for what, v := range map[string]string{
 		"resource name": string(n.Resource), "count name": string(n.Count),
 		"node GPUs annotation": n.NodeGPUsAnnotation, "model annotation": n.ModelAnnotation,
-		"GPU count annotation": n.GPUCountAnnotation,
+		"GPU count annotation": n.GPUCountAnnotation, "GPU core annotation": n.CoreAnnotation,
 	} {
 		if strings.TrimSpace(v) == "" {
 			return fmt.Errorf("%w: %s is empty", ErrInvalidNames, what)

@@ -22,7 +22,21 @@ type GPU struct {
 	Units int64 `json:"units"`
 	// Healthy is false after a critical XID until NVML reports the card well again.
 	Healthy bool `json:"healthy"`
+	// MemoryLimit says how the node's plugin holds containers on this card to the memory they
+	// asked: MemoryLimitHAMiCore, MemoryLimitNone, MemoryLimitUnavailable (asked for, but the
+	// library is missing or unusable: no limits). Empty from plugins older than the field.
+	MemoryLimit string `json:"memoryLimit,omitempty"`
 }
+
+// Values of GPU.MemoryLimit.
+const (
+	// MemoryLimitHAMiCore: every container is held to its ask by HAMi-core.
+	MemoryLimitHAMiCore = "hami-core"
+	// MemoryLimitNone: the node shares its cards without limits (the operator chose so).
+	MemoryLimitNone = "none"
+	// MemoryLimitUnavailable: limits were asked for, but the plugin could not provide them.
+	MemoryLimitUnavailable = "unavailable"
+)
 
 // EncodeGPUs renders a node's inventory as the annotation value, sorted by index.
 func EncodeGPUs(gpus []GPU) (string, error) {
@@ -56,8 +70,8 @@ func DecodeGPUs(raw string) ([]GPU, error) {
 			return nil, fmt.Errorf("%w: GPU index %d with %d units (negative or repeated)", ErrInvalidInventory, g.Index, g.Units)
 		case g.Units > MaxUnitsPerGPU:
 			return nil, fmt.Errorf("%w: GPU %d has %d units, at most %d are accepted", ErrInvalidInventory, g.Index, g.Units, MaxUnitsPerGPU)
-		case len(g.UUID) > MaxGPUFieldLength || len(g.Model) > MaxGPUFieldLength:
-			return nil, fmt.Errorf("%w: GPU %d's UUID or model is longer than %d bytes", ErrInvalidInventory, g.Index, MaxGPUFieldLength)
+		case len(g.UUID) > MaxGPUFieldLength || len(g.Model) > MaxGPUFieldLength || len(g.MemoryLimit) > MaxGPUFieldLength:
+			return nil, fmt.Errorf("%w: GPU %d's UUID, model or memory limit is longer than %d bytes", ErrInvalidInventory, g.Index, MaxGPUFieldLength)
 		}
 		seen[g.Index] = true
 	}

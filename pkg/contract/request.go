@@ -52,6 +52,11 @@ func ParseRequest(pod *v1.Pod, names *Names) (PodRequest, error) {
 		}
 		req.SetModels(models)
 	}
+	if !req.Empty() {
+		if _, _, err := CoreLimit(pod, names); err != nil {
+			return PodRequest{}, err
+		}
+	}
 	return req, nil
 }
 

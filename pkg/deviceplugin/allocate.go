@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,14 +36,19 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 			}
 			return nil, status.Error(resolveCode(err), err.Error())
 		}
-		env, err := p.containerEnv(ch)
+		cresp, err := p.containerResponse(ch)
 		if err != nil {
 			p.tracker.forget(func(h *handout) bool { return h.devices == devicesKey(ids) && h.owner == refOf(ch) })
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
+		mode, reason := p.limits.Mode()
+		if mode == contract.MemoryLimitUnavailable {
+			p.warnPod(ctx, ch.pod, ReasonMemoryLimitUnavailable, fmt.Sprintf("container %s runs WITHOUT a GPU memory limit on node %s: %s",
+				ch.container.Name, p.cfg.nodeName, reason))
+		}
 		logger.V(2).Info("Allocated", "pod", klog.KObj(ch.pod), "container", ch.container.Name,
-			"gpu", env[contract.EnvIndex], "units", len(ids))
-		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{Envs: env})
+			"gpu", cresp.Envs[contract.EnvIndex], "units", len(ids), "memoryLimit", mode)
+		resp.ContainerResponses = append(resp.ContainerResponses, cresp)
 	}
 	p.reconciler.trigger()
 	return resp, nil
@@ -61,21 +67,33 @@ func resolveCode(err error) codes.Code {
 	return codes.Unavailable
 }
 
-// checkIDs refuses device IDs the plugin never advertised.
+// checkIDs refuses device IDs the plugin never advertised, and an ID named twice (it would
+// count as two units of one card).
 func (p *Plugin) checkIDs(ids []string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("allocate request without devices")
 	}
+	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if _, err := p.inv.gpuOf(id); err != nil {
 			return err
 		}
+		if seen[id] {
+			return fmt.Errorf("%w %q: named twice in one request", ErrUnknownDevice, id)
+		}
+		seen[id] = true
 	}
 	return nil
 }
 
-// containerEnv renders the contract's env for a chosen container.
-func (p *Plugin) containerEnv(ch *choice) (map[string]string, error) {
+// containerResponse is Allocate's answer for a chosen container: the contract's env naming its
+// cards and, where the node enforces limits, HAMi-core's mounts and per-card limits.
+//
+// What it hands out follows from the container's placement alone. The background correction
+// after a misguess (verify.go, rebalance_placements.go) rewrites placements to match the
+// devices kubelet gave; whatever this answer derives from a placement must stay derivable from
+// the corrected one (today: the cards, their units, the limits).
+func (p *Plugin) containerResponse(ch *choice) (*pluginapi.ContainerAllocateResponse, error) {
 	indexes := make([]int, 0, len(ch.placement))
 	for g := range ch.placement {
 		indexes = append(indexes, g)
@@ -83,6 +101,7 @@ func (p *Plugin) containerEnv(ch *choice) (map[string]string, error) {
 	slices.Sort(indexes)
 	uuids := make([]string, len(indexes))
 	idx := make([]string, len(indexes))
+	perCard := make([]int64, len(indexes))
 	var firstUnits int64
 	for i, g := range indexes {
 		card, ok := p.inv.lookup(g)
@@ -93,14 +112,25 @@ func (p *Plugin) containerEnv(ch *choice) (map[string]string, error) {
 			firstUnits = card.units
 		}
 		uuids[i], idx[i] = card.UUID, strconv.Itoa(g)
+		perCard[i] = ch.placement[g]
 	}
-	return map[string]string{
+	env := map[string]string{
 		contract.EnvVisibleDevices: strings.Join(uuids, ","),
 		contract.EnvIndex:          strings.Join(idx, ","),
 		contract.EnvPod:            strconv.FormatInt(ch.req.TotalUnits(), 10),
 		contract.EnvContainer:      strconv.FormatInt(ch.container.Units, 10),
 		contract.EnvDev:            strconv.FormatInt(firstUnits, 10),
-	}, nil
+	}
+	core, _, err := contract.CoreLimit(ch.pod, &p.cfg.names)
+	if err != nil {
+		return nil, err
+	}
+	mounts, limits, err := p.limits.containerLimits(ch.pod, ch.container.Name, perCard, p.cfg.names.UnitBytes(), core)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(env, limits)
+	return &pluginapi.ContainerAllocateResponse{Envs: env, Mounts: mounts}, nil
 }
 
 // GetPreferredAllocation steers kubelet to units of the GPU(s) the extender chose for the

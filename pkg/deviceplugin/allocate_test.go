@@ -101,6 +101,7 @@ func TestAllocateErrors(t *testing.T) {
 		{name: "unit never advertised", pods: []*v1.Pod{placed}, ids: []string{uuid(0) + "::0", uuid(0) + "::99999"}, wantCode: codes.InvalidArgument, wantMsg: "unknown device ID"},
 		{name: "unit number not as advertised", pods: []*v1.Pod{placed}, ids: []string{uuid(0) + "::0", uuid(0) + "::01"}, wantCode: codes.InvalidArgument, wantMsg: "unknown device ID"},
 		{name: "negative unit", pods: []*v1.Pod{placed}, ids: []string{uuid(0) + "::0", uuid(0) + "::-1"}, wantCode: codes.InvalidArgument, wantMsg: "unknown device ID"},
+		{name: "one unit named twice", pods: []*v1.Pod{placed}, ids: []string{uuid(0) + "::0", uuid(0) + "::0"}, wantCode: codes.InvalidArgument, wantMsg: "named twice"},
 		{
 			name: "placement on a missing GPU", ids: []string{uuid(0) + "::0"}, wantCode: codes.FailedPrecondition, wantMsg: "does not have",
 			pods: []*v1.Pod{st.MakePod().Name("p").Node(testNode).NamedGPUMem("c", 1).Allocation(contract.Allocation{"0": {9: 1}}).Obj()},

@@ -73,7 +73,7 @@ func advertised(p *Plugin) map[string]bool {
 // FuzzAllocate calls Allocate for one container with fuzzed device IDs (see fuzzDeviceIDs) on
 // a node with one pod whose size, placement annotation, predecessor's index annotation and
 // gpu-count annotation are fuzzed. The answer must be exactly what the contract says: an ID
-// the plugin never advertised is InvalidArgument; no pod waiting for that many units is
+// the plugin never advertised, or one named twice, is InvalidArgument; no pod waiting for that many units is
 // NotFound; a pod without a usable placement, or one that would put a card over its capacity,
 // is FailedPrecondition; otherwise the env names the container's cards of the placement, in
 // index order, with the pod's and the container's units. Nothing panics, every failure is a
@@ -132,7 +132,8 @@ func FuzzAllocate(f *testing.F) {
 // holds pod alone: the gRPC code and, for OK, the container's env.
 func expectAllocate(p *Plugin, pod *v1.Pod, ids []string) (codes.Code, map[string]string) {
 	known := advertised(p)
-	if len(ids) == 0 || slices.ContainsFunc(ids, func(id string) bool { return !known[id] }) {
+	if len(ids) == 0 || slices.ContainsFunc(ids, func(id string) bool { return !known[id] }) ||
+		len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids) { // an ID named twice
 		return codes.InvalidArgument, nil
 	}
 	names := contract.DefaultNames()

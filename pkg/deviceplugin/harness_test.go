@@ -40,9 +40,17 @@ type harness struct {
 	mode    kubeletMode
 	free    []string // device IDs kubelet has not allocated, in advertised order
 	host    *mockhost.Host
+	// responses are Allocate's answers by container name, from the last admit.
+	responses map[string]*pluginapi.ContainerAllocateResponse
 }
 
 func newHarness(t *testing.T, mode kubeletMode, hostOpts mockhost.Options, pods ...*v1.Pod) *harness {
+	t.Helper()
+	return newHarnessWith(t, mode, hostOpts, nil, pods...)
+}
+
+// newHarnessWith is newHarness with more plugin options.
+func newHarnessWith(t *testing.T, mode kubeletMode, hostOpts mockhost.Options, extra []Option, pods ...*v1.Pod) *harness {
 	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	h, err := mockhost.New("dgxa100", hostOpts)
@@ -61,6 +69,7 @@ func newHarness(t *testing.T, mode kubeletMode, hostOpts mockhost.Options, pods 
 	if mode != noPodResources {
 		opts = append(opts, WithPodResources(hs.kubelet))
 	}
+	opts = append(opts, extra...)
 	hs.p, err = New(nvml.New(h), client, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +90,7 @@ func (h *harness) admit(pod *v1.Pod) map[string]map[string]string {
 	}
 	envs := map[string]map[string]string{}
 	given := map[string][]string{}
+	h.responses = map[string]*pluginapi.ContainerAllocateResponse{}
 	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
 		q, ok := c.Resources.Limits[contract.DefaultResourceName]
 		if !ok {
@@ -92,6 +102,7 @@ func (h *harness) admit(pod *v1.Pod) map[string]map[string]string {
 			h.t.Fatalf("Allocate for %s/%s: %v", pod.Name, c.Name, err)
 		}
 		envs[c.Name] = resp.ContainerResponses[0].Envs
+		h.responses[c.Name] = resp.ContainerResponses[0]
 		given[c.Name] = ids
 		if h.mode == listBeforeAdmit {
 			h.kubelet.SetDevices(pod, c.Name, contract.DefaultResourceName, ids)

@@ -150,13 +150,15 @@ func (inv *inventory) uuids() []string {
 	return out
 }
 
-// contractGPUs renders the inventory as the node annotation's entries.
-func (inv *inventory) contractGPUs() []contract.GPU {
+// contractGPUs renders the inventory as the node annotation's entries; memoryLimit is the
+// plugin's effective memory limit mode.
+func (inv *inventory) contractGPUs(memoryLimit string) []contract.GPU {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	out := make([]contract.GPU, 0, len(inv.gpus))
 	for _, g := range inv.gpus {
-		out = append(out, contract.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Units: g.units, Healthy: g.healthy})
+		out = append(out, contract.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Units: g.units, Healthy: g.healthy,
+			MemoryLimit: memoryLimit})
 	}
 	return out
 }

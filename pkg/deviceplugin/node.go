@@ -14,7 +14,8 @@ import (
 
 // publishNode writes the GPU inventory annotation and the gpu-count capacity of the node.
 func (p *Plugin) publishNode(ctx context.Context) error {
-	gpus := p.inv.contractGPUs()
+	mode, _ := p.limits.Mode()
+	gpus := p.inv.contractGPUs(mode)
 	value, err := contract.EncodeGPUs(gpus)
 	if err != nil {
 		return err

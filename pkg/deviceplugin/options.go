@@ -26,6 +26,7 @@ type config struct {
 	resyncPeriod time.Duration
 	verifyTTL    time.Duration
 	health       bool
+	memoryLimit  MemoryLimitConfig
 	logger       klog.Logger
 }
 
@@ -38,6 +39,7 @@ func defaultConfig() config {
 		resyncPeriod: 2 * time.Second,
 		verifyTTL:    2 * time.Minute,
 		health:       true,
+		memoryLimit:  DefaultMemoryLimitConfig(),
 		logger:       klog.Background(),
 	}
 }
@@ -92,7 +94,7 @@ func (c *config) validate() error {
 	case c.resyncPeriod <= 0:
 		return fmt.Errorf("%w: resync period must be positive", ErrInvalidConfig)
 	}
-	return nil
+	return c.memoryLimit.validate()
 }
 
 // WithLogger sets the logger of gRPC handlers (Run's ctx logger is used elsewhere). Default

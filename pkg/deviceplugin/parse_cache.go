@@ -26,7 +26,8 @@ type parseCache struct {
 // p.tracker.mu, which guards the cache too.
 func (p *Plugin) parseLocked(pod *v1.Pod, livePods int) (contract.PodRequest, contract.Allocation, bool, error) {
 	from := [3]string{pod.Annotations[contract.AnnotationAllocation], pod.Annotations[contract.AnnotationIndex],
-		pod.Annotations[p.cfg.names.GPUCountAnnotation] + "|" + pod.Annotations[p.cfg.names.ModelAnnotation]}
+		pod.Annotations[p.cfg.names.GPUCountAnnotation] + "|" + pod.Annotations[p.cfg.names.ModelAnnotation] +
+			"|" + pod.Annotations[p.cfg.names.CoreAnnotation]}
 	if e, hit := p.cache.entries[pod.UID]; hit && e.from == from {
 		return e.req, e.alloc, e.ok, e.err
 	}

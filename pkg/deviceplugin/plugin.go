@@ -31,6 +31,7 @@ type Plugin struct {
 	inv        *inventory
 	tracker    *tracker
 	reconciler *reconciler
+	limits     *limiter
 	cache      parseCache // guarded by tracker.mu
 }
 
@@ -53,8 +54,14 @@ func New(nv nvml.Interface, client kubernetes.Interface, opts ...Option) (*Plugi
 	if cfg.pods == nil {
 		cfg.pods = NewInformerPodSource(client, cfg.nodeName)
 	}
-	return &Plugin{cfg: cfg, nv: nv, client: client, inv: inv, tracker: &tracker{}, reconciler: newReconciler()}, nil
+	limits := newLimiter(klog.NewContext(context.Background(), cfg.logger), cfg.memoryLimit)
+	return &Plugin{cfg: cfg, nv: nv, client: client, inv: inv, tracker: &tracker{}, reconciler: newReconciler(), limits: limits}, nil
 }
+
+// MemoryLimit is how containers admitted now are held to their ask: MemoryLimitHAMiCore,
+// MemoryLimitNone, or contract.MemoryLimitUnavailable (HAMi-core was asked for and could not be
+// prepared; reason says why).
+func (p *Plugin) MemoryLimit() (mode, reason string) { return p.limits.Mode() }
 
 // baseCtx gives a gRPC handler's ctx the plugin's logger.
 func (p *Plugin) baseCtx(ctx context.Context) context.Context {

@@ -92,8 +92,8 @@ func TestRunRegistersServesAndWatchesHealth(t *testing.T) {
 		t.Errorf("devices after XID 79 (-want,+got):\n%s", diff)
 	}
 	wantGPUs := []contract.GPU{
-		{Index: 0, UUID: uuid(0), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 4, Healthy: true},
-		{Index: 1, UUID: uuid(1), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 8, Healthy: false},
+		{Index: 0, UUID: uuid(0), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 4, Healthy: true, MemoryLimit: contract.MemoryLimitNone},
+		{Index: 1, UUID: uuid(1), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 8, Healthy: false, MemoryLimit: contract.MemoryLimitNone},
 	}
 	waitNode(t, ctx, client, wantGPUs)
 
