@@ -40,8 +40,10 @@ LABEL org.opencontainers.image.title=share-plugin \
       org.opencontainers.image.revision=${COMMIT} \
       org.opencontainers.image.source=https://github.com/gpushare/gpushare
 COPY --from=build /out/share-plugin /usr/local/bin/share-plugin
-# The plugin copies it onto the host at start, for the kubelet to mount into containers.
-COPY --from=hami-core /out/libvgpu.so /usr/local/gpushare/hami-core/libvgpu.so
+# The plugin copies it onto the host at start (--hami-core-install-from), for the kubelet to
+# mount into containers; the host's folder is mounted at /usr/local/gpushare/hami-core, so the
+# image's copy lives elsewhere.
+COPY --from=hami-core /out/libvgpu.so /opt/gpushare/hami-core/libvgpu.so
 COPY LICENSE NOTICE /usr/share/doc/gpushare/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/share-plugin"]

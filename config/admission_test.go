@@ -7,9 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpushare/gpushare/pkg/contract"
@@ -38,11 +42,12 @@ func TestAdmissionPolicies(t *testing.T) {
 			"resource":             {contract.DefaultResourceName},
 			"countKey":             {contract.DefaultGPUsPerContainer},
 			"modelKey":             {contract.DefaultModelKey},
+			"coreKey":              {contract.DefaultCoreKey},
 			"maxUnitsPerContainer": {strconv.Itoa(contract.MaxUnitsPerContainer)},
 			"maxGPUs":              {strconv.Itoa(contract.MaxGPUsPerContainer)},
 			"maxModels":            {strconv.Itoa(contract.MaxModelEntries)},
 			"maxModelEntryLength":  {strconv.Itoa(contract.MaxModelEntryLength)},
-		}, []string{contract.DefaultResourceName, contract.DefaultGPUsPerContainer, contract.DefaultModelKey}},
+		}, []string{contract.DefaultResourceName, contract.DefaultGPUsPerContainer, contract.DefaultModelKey, contract.DefaultCoreKey}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			policy, binding := readPolicy(t, tc.file)
@@ -134,4 +139,32 @@ func serviceAccount(t *testing.T, file string) string {
 	}
 	t.Fatalf("%s has no ServiceAccount", file)
 	return ""
+}
+
+// TestModelLengthsInBytes: the pod-requests policy measures gpu-model entries as the extender
+// does, in UTF-8 bytes (contract.ParseRequest refuses a 64-character, 127-byte entry); CEL's
+// size of a string counts characters, so every length of the model value must go through
+// bytes(). A policy counting characters admitted that entry and the pod then stayed Pending.
+func TestModelLengthsInBytes(t *testing.T) {
+	entry := "A" + strings.Repeat("é", contract.MaxModelEntryLength-1) // 64 characters, 127 bytes
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.DefaultModelKey: entry}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Limits: v1.ResourceList{contract.DefaultResourceName: resource.MustParse("4")}}}}}}
+	names := contract.DefaultNames()
+	if _, err := contract.ParseRequest(pod, &names); err == nil {
+		t.Fatalf("the extender accepts a model entry of %d characters and %d bytes; this test assumes it counts bytes", utf8.RuneCountInString(entry), len(entry))
+	}
+	policy, _ := readPolicy(t, "admission/pod-requests.yaml")
+	exprs := map[string]string{}
+	for _, v := range policy.Spec.Variables {
+		exprs[v.Name] = v.Expression
+	}
+	for _, tc := range []struct{ variable, want, notWant string }{
+		{"modelTooLong", "size(bytes(variables.model)) >", "size(variables.model) >"},
+		{"modelProblems", "size(bytes(e)) > variables.maxModelEntryLength", "size(e) > variables.maxModelEntryLength"},
+	} {
+		if got := exprs[tc.variable]; !strings.Contains(got, tc.want) || strings.Contains(got, tc.notWant) {
+			t.Errorf("variable %s = %q, want it to measure bytes (%q), not characters (%q)", tc.variable, got, tc.want, tc.notWant)
+		}
+	}
 }

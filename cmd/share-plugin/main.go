@@ -42,7 +42,7 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
 	logger.Info("Starting share-plugin", "version", version.Version, "commit", version.Commit, "node", o.nodeName, "resource", o.names.Resource,
-		"unit", o.names.Unit.String(), "kubeletDir", o.kubeletDir, "podResources", o.podResourcesSocket)
+		"unit", o.names.Unit.String(), "kubeletDir", o.kubeletDir, "podResources", o.podResourcesSocket, "memoryLimit", o.memoryLimit.Mode)
 	nv, err := openNVML(&o.fake)
 	if err != nil {
 		return err
@@ -62,11 +62,6 @@ func run(ctx context.Context, o *options) error {
 	}
 	pods := deviceplugin.NewInformerPodSource(client, o.nodeName)
 	opts := append(o.pluginOptions(), deviceplugin.WithPodSource(pods))
-	if o.metricsAddress != "" {
-		if err := startMetrics(ctx, o, nv, pods, client); err != nil {
-			return err
-		}
-	}
 	if o.podResourcesSocket != "" {
 		pr, err := deviceplugin.NewPodResourcesClient(o.podResourcesSocket)
 		if err != nil {
@@ -79,14 +74,21 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	if o.metricsAddress != "" {
+		mode, _ := p.MemoryLimit()
+		if err := startMetrics(ctx, o, nv, pods, client, mode); err != nil {
+			return err
+		}
+	}
 	return p.Run(ctx)
 }
 
 // startMetrics starts reading GPU usage every --usage-period and serving it on
-// --metrics-address.
-func startMetrics(ctx context.Context, o *options, nv nvml.Interface, pods *deviceplugin.InformerPodSource, client kubernetes.Interface) error {
+// --metrics-address; memoryLimit is the plugin's effective memory limit mode.
+func startMetrics(ctx context.Context, o *options, nv nvml.Interface, pods *deviceplugin.InformerPodSource, client kubernetes.Interface, memoryLimit string) error {
 	sampler, err := usage.New(usage.Config{
 		NVML: nv, Pods: pods, Owners: usage.ProcReader{Root: o.hostProc}, Names: o.names,
+		MemoryLimit: memoryLimit, MemoryLimitConfigured: o.memoryLimit.Mode,
 		Warn: func(ctx context.Context, pod *v1.Pod, reason, message string) error {
 			return deviceplugin.WarnPod(ctx, client, o.nodeName, pod, reason, message)
 		},

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"flag"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,7 +12,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpushare/gpushare/pkg/deviceplugin"
 )
 
 func TestDaemonSetManifest(t *testing.T) {
@@ -38,8 +44,25 @@ func TestDaemonSetManifest(t *testing.T) {
 			t.Error("the host's /proc is mounted read-write")
 		}
 	}
-	if diff := cmp.Diff([]string{"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/host/proc"}, mounts); diff != "" {
+	if diff := cmp.Diff([]string{"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/host/proc",
+		"/usr/local/gpushare/hami-core", "/var/lib/gpushare/hami-core"}, mounts); diff != "" {
 		t.Errorf("mounts (-want,+got):\n%s", diff)
+	}
+	// The shipped DaemonSet holds every container to its ask, with paths the plugin accepts.
+	fs := flag.NewFlagSet("share-plugin", flag.ContinueOnError)
+	o := newOptions()
+	o.addFlags(fs)
+	klog.InitFlags(fs)
+	if err := fs.Parse(c.Args); err != nil {
+		t.Fatalf("the DaemonSet's args do not parse: %v", err)
+	}
+	if o.memoryLimit.Mode != "hami-core" || deviceplugin.ValidateMemoryLimit(o.memoryLimit) != nil {
+		t.Errorf("DaemonSet memory limit %+v: want hami-core with valid paths", o.memoryLimit)
+	}
+	for _, dir := range []string{filepath.Dir(o.memoryLimit.Library), o.memoryLimit.StateDir} {
+		if !slices.Contains(mounts, dir) {
+			t.Errorf("the plugin cannot see the host folder %s: not mounted", dir)
+		}
 	}
 }
 

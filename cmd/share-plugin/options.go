@@ -29,6 +29,7 @@ type options struct {
 	metricsAddress     string
 	usagePeriod        time.Duration
 	hostProc           string
+	memoryLimit        deviceplugin.MemoryLimitConfig
 	fake               fakeOptions
 }
 
@@ -47,6 +48,7 @@ func newOptions() *options {
 		metricsAddress:     ":9446",
 		usagePeriod:        10 * time.Second,
 		hostProc:           "/proc",
+		memoryLimit:        deviceplugin.DefaultMemoryLimitConfig(),
 	}
 }
 
@@ -66,6 +68,10 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "address serving /metrics (GPU memory and utilization per card and per container); empty disables")
 	fs.DurationVar(&o.usagePeriod, "usage-period", o.usagePeriod, "how often GPU usage is read from NVML")
 	fs.StringVar(&o.hostProc, "host-proc", o.hostProc, "the host's /proc, where GPU processes' cgroups are read (mount it, e.g. at /host/proc, when the plugin has its own PID namespace)")
+	fs.StringVar(&o.memoryLimit.Mode, "memory-limit", o.memoryLimit.Mode, "how containers are held to the GPU memory they ask: hami-core (HAMi-core preloaded into every container, a limit per card) or none")
+	fs.StringVar(&o.memoryLimit.Library, "hami-core-library", o.memoryLimit.Library, "absolute host path of HAMi-core's libvgpu.so, mounted read-only at the same path into containers (the plugin must see the host's file there)")
+	fs.StringVar(&o.memoryLimit.InstallFrom, "hami-core-install-from", o.memoryLimit.InstallFrom, "a libvgpu.so (e.g. the image's) copied to --hami-core-library at start; empty installs nothing")
+	fs.StringVar(&o.memoryLimit.StateDir, "hami-core-state-dir", o.memoryLimit.StateDir, "absolute host folder for the preload file and each container's HAMi-core counters (removed when the pod goes)")
 	o.fake.addFlags(fs)
 }
 
@@ -81,6 +87,9 @@ func (o *options) validate() error {
 	if o.metricsAddress != "" && o.usagePeriod <= 0 {
 		errs = append(errs, errors.New("--usage-period must be > 0"))
 	}
+	if err := deviceplugin.ValidateMemoryLimit(o.memoryLimit); err != nil {
+		errs = append(errs, err)
+	}
 	if o.resyncPeriod <= 0 || o.resolveWait < 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must be > 0 and --resolve-wait >= 0"))
 	}
@@ -93,6 +102,6 @@ func (o *options) pluginOptions() []deviceplugin.Option {
 		deviceplugin.WithNames(o.names), deviceplugin.WithNodeName(o.nodeName),
 		deviceplugin.WithKubeletDir(o.kubeletDir), deviceplugin.WithSocketName(o.socketName),
 		deviceplugin.WithResyncPeriod(o.resyncPeriod), deviceplugin.WithResolveWait(o.resolveWait),
-		deviceplugin.WithHealthCheck(o.healthCheck),
+		deviceplugin.WithHealthCheck(o.healthCheck), deviceplugin.WithMemoryLimit(o.memoryLimit),
 	}
 }

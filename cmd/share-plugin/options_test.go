@@ -21,6 +21,10 @@ func TestOptions(t *testing.T) {
 		{name: "bad resync", env: "n1", args: []string{"--resync-period=0s"}, wantErr: "--resync-period"},
 		{name: "metrics without a usage period", env: "n1", args: []string{"--usage-period=0s"}, wantErr: "--usage-period"},
 		{name: "metrics off: the usage period is not used", env: "n1", args: []string{"--metrics-address=", "--usage-period=0s"}},
+		{name: "HAMi-core with the default paths", env: "n1", args: []string{"--memory-limit=hami-core"}},
+		{name: "HAMi-core library path not absolute", env: "n1", args: []string{"--memory-limit=hami-core", "--hami-core-library=libvgpu.so"}, wantErr: "absolute"},
+		{name: "HAMi-core state folder not absolute", env: "n1", args: []string{"--memory-limit=hami-core", "--hami-core-state-dir=var/lib"}, wantErr: "absolute"},
+		{name: "unknown memory limit mode", env: "n1", args: []string{"--memory-limit=mps"}, wantErr: "memory limit mode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

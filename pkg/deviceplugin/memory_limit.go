@@ -97,6 +97,9 @@ func DefaultMemoryLimitConfig() MemoryLimitConfig {
 // DefaultMemoryLimitConfig (none).
 func WithMemoryLimit(c MemoryLimitConfig) Option { return func(cfg *config) { cfg.memoryLimit = c } }
 
+// ValidateMemoryLimit reports what is wrong with c (New checks it too).
+func ValidateMemoryLimit(c MemoryLimitConfig) error { return c.validate() }
+
 func (c *MemoryLimitConfig) validate() error {
 	switch c.Mode {
 	case MemoryLimitNone:

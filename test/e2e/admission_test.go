@@ -508,10 +508,36 @@ func (a *admissionEnv) podRequestCases() []admissionCase {
 	initPod := admissionPod("default", "bad-init", "", "4", nil)
 	initPod.Spec.InitContainers = []v1.Container{{Name: "warmup", Image: "registry.k8s.io/pause:3.10",
 		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{contract.DefaultResourceName: resource.MustParse("2000")}}}}
+	core := func(v string) map[string]string { return map[string]string{names.CoreAnnotation: v} }
+	// containers that would switch their GPU memory limit off (docs/isolation.md)
+	withEnv := func(name, env string) *v1.Pod {
+		p := admissionPod("default", name, "", "4", nil)
+		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "OK", Value: "1"}, {Name: env, Value: "80g"}}
+		return p
+	}
+	withMount := func(name, path string) *v1.Pod {
+		p := admissionPod("default", name, "", "4", nil)
+		p.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: path}}
+		return p
+	}
 	cases := []struct {
 		pod  *v1.Pod
 		want []string
 	}{
+		{admissionPod("default", "bad-core-0", "", "4", core("0")), byPolicy(policy, `gpushare.io/gpu-core="0" must be an integer from 1 to 100`)},
+		{admissionPod("default", "bad-core-101", "", "4", core("101")), byPolicy(policy, "from 1 to 100")},
+		{admissionPod("default", "bad-core-pct", "", "4", core("30%")), byPolicy(policy, `gpushare.io/gpu-core="30%"`)},
+		{withEnv("bad-env-limit", "CUDA_DEVICE_MEMORY_LIMIT_0"), byPolicy(policy, `container "main" sets CUDA_DEVICE_MEMORY_LIMIT_0`, "the share-plugin sets them")},
+		{withEnv("bad-env-cache", "CUDA_DEVICE_MEMORY_SHARED_CACHE"), byPolicy(policy, "sets CUDA_DEVICE_MEMORY_SHARED_CACHE")},
+		{withEnv("bad-env-sm", "CUDA_DEVICE_SM_LIMIT"), byPolicy(policy, "sets CUDA_DEVICE_SM_LIMIT")},
+		{withMount("bad-mount-preload", "/etc/ld.so.preload"), byPolicy(policy, `container "main" mounts a volume at /etc/ld.so.preload`)},
+		{withMount("bad-mount-counters", "/tmp/gpushare/"), byPolicy(policy, "mounts a volume at /tmp/gpushare/")},
+		{withMount("bad-mount-spelling", "/etc//ld.so.preload"), byPolicy(policy, "mounts a volume at /etc//ld.so.preload")},
+		{withMount("bad-mount-library", "/usr/local/gpushare/hami-core"), byPolicy(policy, "mounts a volume at /usr/local/gpushare/hami-core")},
+		{admissionPod("default", "ok-core-30", "", "4", core("30")), nil},
+		{withMount("ok-mount-tmp", "/tmp"), nil}, // mounted below the plugin's /tmp/gpushare (containerd orders mounts by depth)
+		{withEnv("ok-env-other", "CUDA_VISIBLE_DEVICES"), nil},
 		{admissionPod("default", "bad-500m", "", "500m", nil), []string{"must be an integer"}},
 		{admissionPod("default", "bad-zero", "", "0", nil), byPolicy(policy, `container "main" asks aliyun.com/gpu-mem=0`, "must be a positive number of units")},
 		{admissionPod("default", "bad-2000", "", "2000", nil), byPolicy(policy, "2000 units", "more than any GPU holds (at most 1024 units per GPU)")},
@@ -521,8 +547,10 @@ func (a *admissionEnv) podRequestCases() []admissionCase {
 		{admissionPod("default", "bad-count-0", "", "4", count("0")), byPolicy(policy, `gpushare.io/gpu-count="0" must be an integer from 1 to 64`)},
 		{admissionPod("default", "bad-count-abc", "", "4", count("two")), byPolicy(policy, `gpushare.io/gpu-count="two"`)},
 		{admissionPod("default", "bad-count-65", "", "4", count("65")), byPolicy(policy, "from 1 to 64")},
-		{admissionPod("default", "bad-model-long", "", "4", model(strings.Repeat("A100", 17))), byPolicy(policy, "a model name is longer than 64 characters")},
-		{admissionPod("default", "bad-model-huge", "", "4", model(strings.Repeat("A100|", 600))), byPolicy(policy, ": 3000 characters long")},
+		{admissionPod("default", "bad-model-long", "", "4", model(strings.Repeat("A100", 17))), byPolicy(policy, "a model name is longer than 64 bytes")},
+		// 64 characters, 127 bytes: the extender counts bytes, so the policy does too
+		{admissionPod("default", "bad-model-multibyte", "", "4", model("A"+strings.Repeat("é", 63))), byPolicy(policy, "a model name is longer than 64 bytes")},
+		{admissionPod("default", "bad-model-huge", "", "4", model(strings.Repeat("A100|", 600))), byPolicy(policy, ": 3000 bytes long")},
 		{admissionPod("default", "bad-model-many", "", "4", model(strings.Repeat("T4|", 39)+"T4")), byPolicy(policy, "it names 40 models")},
 		{admissionPod("default", "bad-model-empty", "", "4", model(" | ")), byPolicy(policy, "it names no model")},
 		{admissionPod("default", "bad-model-ctrl", "", "4", model("A100\nH100")), byPolicy(policy, "it contains control characters")},
@@ -554,6 +582,8 @@ func (a *admissionEnv) podUpdateCases() []admissionCase {
 	return []admissionCase{
 		{name: "gpu-count set to 0", do: a.patchPod(a.admin, merge, "default", "ok-4", annotate(a.t, map[string]string{names.GPUCountAnnotation: "0"})),
 			want: byPolicy(policy, `gpushare.io/gpu-count="0"`)},
+		{name: "gpu-core set to 200", do: a.patchPod(a.admin, merge, "default", "ok-4", annotate(a.t, map[string]string{names.CoreAnnotation: "200"})),
+			want: byPolicy(policy, `gpushare.io/gpu-core="200"`)},
 		{name: "gpu-model set to a valid value", do: a.patchPod(a.admin, merge, "default", "ok-4", annotate(a.t, map[string]string{names.ModelAnnotation: "T4"}))},
 		{name: "a label of a GPU pod", do: a.patchPod(a.admin, merge, "default", "ok-2x4", mustJSON(a.t, map[string]any{"metadata": map[string]any{"labels": map[string]string{"team": "a"}}}))},
 	}

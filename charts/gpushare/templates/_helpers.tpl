@@ -27,6 +27,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --node-gpus-annotation={{ .Values.contract.nodeGPUsAnnotation }}
 - --model-annotation={{ .Values.contract.modelAnnotation }}
 - --gpu-count-annotation={{ .Values.contract.gpuCountAnnotation }}
+- --gpu-core-annotation={{ .Values.contract.gpuCoreAnnotation }}
 {{- end -}}
 
 {{- define "gpushare.extenderURL" -}}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // Metric descriptions. Card metrics carry the card's NVML index, UUID and model; container
@@ -25,6 +27,10 @@ var (
 		"GPU memory the container asked (its gpu-mem units); 0 for a container using a GPU without asking.", []string{"namespace", "pod", "container"}, nil)
 	descContainerOver = prometheus.NewDesc("gpushare_container_gpu_memory_over_request_bytes",
 		"GPU memory the container uses beyond what it asked, over all its cards (0 when within its ask).", []string{"namespace", "pod", "container"}, nil)
+	descContainerLimit = prometheus.NewDesc("gpushare_container_gpu_memory_limit_bytes",
+		"GPU memory the container may use on the card, enforced by HAMi-core (absent where the node enforces no limit).", []string{"namespace", "pod", "container", "gpu_uuid"}, nil)
+	descEnforcement = prometheus.NewDesc("gpushare_memory_enforcement",
+		"1 for the node's GPU memory limit mode: mode is what containers get (hami-core, none, or unavailable: asked for but the library is missing or unusable), configured what --memory-limit asked.", []string{"mode", "configured"}, nil)
 	descSampleTime = prometheus.NewDesc("gpushare_usage_last_sample_timestamp_seconds",
 		"Unix time of the last GPU usage reading.", nil, nil)
 	descSampleErrors = prometheus.NewDesc("gpushare_usage_sample_errors_total",
@@ -36,7 +42,7 @@ var _ prometheus.Collector = (*Sampler)(nil)
 // Describe sends the descriptions of the sampler's metrics.
 func (s *Sampler) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCardUsed, descCardTotal, descCardUtil, descCardOutside,
-		descContainerUsed, descContainerRequested, descContainerOver, descSampleTime, descSampleErrors} {
+		descContainerUsed, descContainerRequested, descContainerOver, descContainerLimit, descEnforcement, descSampleTime, descSampleErrors} {
 		ch <- d
 	}
 }
@@ -47,6 +53,7 @@ func (s *Sampler) Collect(ch chan<- prometheus.Metric) {
 	snap, errs := s.last, s.errors
 	s.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descSampleErrors, prometheus.CounterValue, errs)
+	ch <- prometheus.MustNewConstMetric(descEnforcement, prometheus.GaugeValue, 1, orNone(s.cfg.MemoryLimit), orNone(s.cfg.MemoryLimitConfigured))
 	if snap.Time.IsZero() {
 		return
 	}
@@ -68,4 +75,15 @@ func (s *Sampler) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descContainerRequested, prometheus.GaugeValue, float64(c.RequestedBytes), c.Namespace, c.Pod, c.Container)
 		ch <- prometheus.MustNewConstMetric(descContainerOver, prometheus.GaugeValue, float64(c.OverBytes()), c.Namespace, c.Pod, c.Container)
 	}
+	for _, l := range snap.Limits {
+		ch <- prometheus.MustNewConstMetric(descContainerLimit, prometheus.GaugeValue, float64(l.Bytes), l.Namespace, l.Pod, l.Container, l.UUID)
+	}
+}
+
+// orNone reads an unset mode as none.
+func orNone(mode string) string {
+	if mode == "" {
+		return contract.MemoryLimitNone
+	}
+	return mode
 }

@@ -44,6 +44,10 @@ type Config struct {
 	Names  contract.Names
 	// Warn records the over-request event; nil records none.
 	Warn WarnFunc
+	// MemoryLimit is how the node's plugin holds containers to their ask (contract.MemoryLimit*;
+	// "" reads as none), and MemoryLimitConfigured what it was asked to do. Where containers are
+	// held to their ask the sampler reports each one's limits, and records no over-request event.
+	MemoryLimit, MemoryLimitConfigured string
 }
 
 // Sampler reads the node's GPUs and their processes on demand (Sample) or periodically (Run),
@@ -73,6 +77,9 @@ type Snapshot struct {
 	Cards []CardUsage
 	// Containers are the containers using a GPU, sorted by namespace, pod and name.
 	Containers []ContainerUsage
+	// Limits are the memory limits of the node's gpu-mem containers, one per container and
+	// card, where the node enforces them; sorted like Containers, then by card UUID.
+	Limits []ContainerLimit
 }
 
 // CardUsage is one GPU's reading.
@@ -186,6 +193,9 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		a, b := &snap.Containers[i], &snap.Containers[j]
 		return a.Namespace+"/"+a.Pod+"/"+a.Container < b.Namespace+"/"+b.Pod+"/"+b.Container
 	})
+	if s.cfg.MemoryLimit == contract.MemoryLimitHAMiCore {
+		snap.Limits = s.limits(pods, idx)
+	}
 	toWarn := s.keep(snap, idx, len(errs) > 0)
 	for _, w := range toWarn {
 		s.warn(ctx, w.pod, w.usage)
@@ -277,7 +287,8 @@ type pendingWarning struct {
 }
 
 // keep stores snap as the last reading and returns the containers over their ask that were
-// not warned about yet. Containers of pods gone from the node are forgotten, unless the reading
+// not warned about yet (none where the node enforces limits: usage above the ask is then the
+// CUDA context, which HAMi-core counts against the limit too). Containers of pods gone from the node are forgotten, unless the reading
 // is partial (a card could not be read), which proves nothing about them.
 func (s *Sampler) keep(snap Snapshot, idx podIndex, partial bool) []pendingWarning {
 	s.mu.Lock()
@@ -289,7 +300,7 @@ func (s *Sampler) keep(snap Snapshot, idx podIndex, partial bool) []pendingWarni
 	var out []pendingWarning
 	for _, c := range snap.Containers {
 		key := containerKey{pod: c.PodUID, container: c.Container}
-		if c.OverBytes() == 0 || s.warned[key] {
+		if c.OverBytes() == 0 || s.warned[key] || s.cfg.MemoryLimit == contract.MemoryLimitHAMiCore {
 			continue
 		}
 		s.warned[key] = true

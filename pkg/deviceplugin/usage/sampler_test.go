@@ -260,3 +260,70 @@ gpushare_usage_sample_errors_total %d
 		t.Error(err)
 	}
 }
+
+// TestSamplerWithLimits: where the node enforces limits, every gpu-mem container's limit on each
+// card of its placement sits beside its use, the mode is reported, and no over-request event is
+// recorded (the limit holds the container; usage over the ask is its CUDA context).
+func TestSamplerWithLimits(t *testing.T) {
+	f := newFixture(t)
+	f.s.cfg.MemoryLimit, f.s.cfg.MemoryLimitConfigured = contract.MemoryLimitHAMiCore, contract.MemoryLimitHAMiCore
+	one := gpuPod("one", "cid-a", 4)
+	one.Annotations = map[string]string{contract.AnnotationAllocation: `{"0":{"1":4}}`}
+	two := gpuPod("two", "cid-b", 6)
+	two.Annotations = map[string]string{contract.AnnotationAllocation: `{"0":{"0":3,"1":3}}`, contract.DefaultGPUsPerContainer: "2"}
+	done := gpuPod("done", "cid-c", 2)
+	done.Annotations = map[string]string{contract.AnnotationAllocation: `{"0":{"0":2}}`}
+	done.Status.Phase = v1.PodSucceeded
+	f.pods.set(one, two, done)
+	f.owners[100] = Owner{PodUID: "uid-one", ContainerID: "cid-a"}
+	f.host.SetUsage(1, 10, []gonvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 4*gib + gib/2}})
+	if _, err := f.s.Sample(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expected := fmt.Sprintf(`
+# HELP gpushare_container_gpu_memory_limit_bytes GPU memory the container may use on the card, enforced by HAMi-core (absent where the node enforces no limit).
+# TYPE gpushare_container_gpu_memory_limit_bytes gauge
+gpushare_container_gpu_memory_limit_bytes{container="main",gpu_uuid="%[1]s",namespace="team",pod="one"} %[3]d
+gpushare_container_gpu_memory_limit_bytes{container="main",gpu_uuid="%[2]s",namespace="team",pod="two"} %[4]d
+gpushare_container_gpu_memory_limit_bytes{container="main",gpu_uuid="%[1]s",namespace="team",pod="two"} %[4]d
+# HELP gpushare_container_gpu_memory_used_bytes GPU memory the container's processes use on the card.
+# TYPE gpushare_container_gpu_memory_used_bytes gauge
+gpushare_container_gpu_memory_used_bytes{container="main",gpu_uuid="%[1]s",namespace="team",pod="one"} %[5]d
+# HELP gpushare_memory_enforcement 1 for the node's GPU memory limit mode: mode is what containers get (hami-core, none, or unavailable: asked for but the library is missing or unusable), configured what --memory-limit asked.
+# TYPE gpushare_memory_enforcement gauge
+gpushare_memory_enforcement{configured="hami-core",mode="hami-core"} 1
+`, uuid1, uuid0, 4*gib, 3*gib, 4*gib+gib/2)
+	if err := testutil.CollectAndCompare(f.s, strings.NewReader(expected), "gpushare_container_gpu_memory_limit_bytes",
+		"gpushare_container_gpu_memory_used_bytes", "gpushare_memory_enforcement"); err != nil {
+		t.Error(err)
+	}
+	if got := f.events.list(); len(got) != 0 {
+		t.Errorf("events where limits are enforced: %v", got)
+	}
+}
+
+// TestSamplerReportsUnavailableLimits: a node asked to enforce that cannot says so, lists no
+// limits, and keeps warning about containers over their ask.
+func TestSamplerReportsUnavailableLimits(t *testing.T) {
+	f := newFixture(t)
+	f.s.cfg.MemoryLimit, f.s.cfg.MemoryLimitConfigured = contract.MemoryLimitUnavailable, contract.MemoryLimitHAMiCore
+	p := gpuPod("p", "cid-a", 1)
+	p.Annotations = map[string]string{contract.AnnotationAllocation: `{"0":{"0":1}}`}
+	f.pods.set(p)
+	f.owners[100] = Owner{PodUID: "uid-p", ContainerID: "cid-a"}
+	f.host.SetUsage(0, 10, []gonvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 3 * gib}})
+	if _, err := f.s.Sample(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expected := `
+# HELP gpushare_memory_enforcement 1 for the node's GPU memory limit mode: mode is what containers get (hami-core, none, or unavailable: asked for but the library is missing or unusable), configured what --memory-limit asked.
+# TYPE gpushare_memory_enforcement gauge
+gpushare_memory_enforcement{configured="hami-core",mode="unavailable"} 1
+`
+	if err := testutil.CollectAndCompare(f.s, strings.NewReader(expected), "gpushare_memory_enforcement", "gpushare_container_gpu_memory_limit_bytes"); err != nil {
+		t.Error(err)
+	}
+	if got := f.events.list(); len(got) != 1 {
+		t.Errorf("events = %v, want the over-request warning", got)
+	}
+}
