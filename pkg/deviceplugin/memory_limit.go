@@ -44,6 +44,10 @@ const (
 	// ContainerPreloadPath is the dynamic loader's preload list, mounted read-only: unsetting
 	// LD_PRELOAD does not remove the library from a dynamically linked process.
 	ContainerPreloadPath = "/etc/ld.so.preload"
+	// ContainerOverridePath is a file HAMi-core reads NAME=value lines from and sets them as its
+	// env; an empty file is mounted over it, read-only, so that an image cannot ship one that
+	// lifts its limits.
+	ContainerOverridePath = "/overrideEnv"
 	// ContainerCacheDir holds the container's shared usage counters (one file, written by every
 	// process of the container that uses CUDA).
 	ContainerCacheDir = "/tmp/gpushare"
@@ -65,8 +69,9 @@ const ReasonMemoryLimitUnavailable = "GPUMemoryLimitUnavailable"
 
 // preloadFile and podsDir are inside MemoryLimitConfig.StateDir.
 const (
-	preloadFile = "ld.so.preload"
-	podsDir     = "pods"
+	preloadFile  = "ld.so.preload"
+	overrideFile = "override-env"
+	podsDir      = "pods"
 )
 
 // podDirGrace keeps a pod's counter folder this long after it was last written even when the
@@ -116,7 +121,7 @@ func (c *MemoryLimitConfig) validate() error {
 	if c.InstallFrom != "" && !filepath.IsAbs(c.InstallFrom) {
 		return fmt.Errorf("%w: HAMi-core library source %q must be an absolute path", ErrInvalidConfig, c.InstallFrom)
 	}
-	if filepath.Dir(c.Library) == ContainerCacheDir || c.Library == ContainerPreloadPath {
+	if filepath.Dir(c.Library) == ContainerCacheDir || c.Library == ContainerPreloadPath || c.Library == ContainerOverridePath {
 		return fmt.Errorf("%w: HAMi-core library %q collides with a path the plugin mounts", ErrInvalidConfig, c.Library)
 	}
 	return nil
@@ -179,6 +184,9 @@ func (l *limiter) prepare() error {
 	l.cacheFile = "vgpu-" + hex.EncodeToString(sum[:6]) + ".cache"
 	if err := os.MkdirAll(filepath.Join(l.cfg.StateDir, podsDir), 0o755); err != nil {
 		return fmt.Errorf("HAMi-core state folder: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(l.cfg.StateDir, overrideFile), nil); err != nil {
+		return err
 	}
 	return writeFileAtomic(filepath.Join(l.cfg.StateDir, preloadFile), []byte(l.cfg.Library+"\n"))
 }
@@ -271,6 +279,7 @@ func (l *limiter) containerLimits(pod *v1.Pod, container string, perCard []int64
 	mounts := []*pluginapi.Mount{
 		{ContainerPath: l.cfg.Library, HostPath: l.cfg.Library, ReadOnly: true},
 		{ContainerPath: ContainerPreloadPath, HostPath: filepath.Join(l.cfg.StateDir, preloadFile), ReadOnly: true},
+		{ContainerPath: ContainerOverridePath, HostPath: filepath.Join(l.cfg.StateDir, overrideFile), ReadOnly: true},
 		{ContainerPath: ContainerCacheDir, HostPath: dir},
 	}
 	return mounts, env, nil

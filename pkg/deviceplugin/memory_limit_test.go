@@ -188,6 +188,9 @@ func TestAllocateMemoryLimits(t *testing.T) {
 			if err != nil || string(preload) != cfg.Library+"\n" {
 				t.Fatalf("preload file = %q, %v; want the library's path", preload, err)
 			}
+			if override, err := os.ReadFile(filepath.Join(cfg.StateDir, "override-env")); err != nil || len(override) != 0 {
+				t.Fatalf("override file = %q, %v; want an empty file", override, err)
+			}
 			for name, want := range tt.want {
 				resp := h.responses[name]
 				got := map[string]string{}
@@ -210,6 +213,7 @@ func TestAllocateMemoryLimits(t *testing.T) {
 				wantMounts := []*pluginapi.Mount{
 					{ContainerPath: cfg.Library, HostPath: cfg.Library, ReadOnly: true},
 					{ContainerPath: "/etc/ld.so.preload", HostPath: filepath.Join(cfg.StateDir, "ld.so.preload"), ReadOnly: true},
+					{ContainerPath: "/overrideEnv", HostPath: filepath.Join(cfg.StateDir, "override-env"), ReadOnly: true},
 					{ContainerPath: ContainerCacheDir, HostPath: counters},
 				}
 				if diff := cmp.Diff(wantMounts, resp.Mounts, cmp.Comparer(func(a, b *pluginapi.Mount) bool {
