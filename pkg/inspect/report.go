@@ -1,8 +1,10 @@
 package inspect
 
 import (
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,6 +64,10 @@ type NodeReport struct {
 	Address string `json:"address"`
 	// Inventory says where card sizes came from: "annotation" or "even-split".
 	Inventory placement.InventorySource `json:"inventory"`
+	// MemoryLimit is how the node's share-plugin holds containers to the memory they asked
+	// (contract.MemoryLimit*: hami-core, none, unavailable), from its inventory annotation;
+	// empty when the plugin does not say (older plugins, no annotation).
+	MemoryLimit string `json:"memoryLimit,omitempty"`
 	// GPUs are the node's cards in index order.
 	GPUs []GPUReport `json:"gpus"`
 	// PendingUnits are held by pods on the node that have no placement on a card.
@@ -113,9 +119,11 @@ type PodReport struct {
 // namespace's pods are listed (node and cluster totals still count every pod).
 func BuildReport(names contract.Names, c cache.Cache, nodes []v1.Node, pods []v1.Pod, namespace string) Report {
 	addrs := make(map[string]string, len(nodes))
+	limits := make(map[string]string, len(nodes))
 	for i := range nodes {
 		c.SetNode(&nodes[i])
 		addrs[nodes[i].Name] = nodeAddress(&nodes[i])
+		limits[nodes[i].Name] = memoryLimitOf(&nodes[i], &names)
 	}
 	for i := range pods {
 		c.SetPod(&pods[i])
@@ -127,6 +135,7 @@ func BuildReport(names contract.Names, c cache.Cache, nodes []v1.Node, pods []v1
 			continue
 		}
 		nr := nodeReport(n, addrs[n.Name], namespace)
+		nr.MemoryLimit = limits[n.Name]
 		r.Cluster.Allocated += nr.Allocated
 		r.Cluster.Total += nr.Total
 		r.Nodes = append(r.Nodes, nr)
@@ -169,6 +178,22 @@ func podReport(p *placement.PodInfo, n *placement.NodeInfo) PodReport {
 		}
 	}
 	return pr
+}
+
+// memoryLimitOf reads the node's memory limit mode from its inventory annotation: the cards'
+// common mode, the distinct modes joined by "," when they differ, "" when none says.
+func memoryLimitOf(node *v1.Node, names *contract.Names) string {
+	gpus, err := contract.DecodeGPUs(node.Annotations[names.NodeGPUsAnnotation])
+	if err != nil {
+		return ""
+	}
+	var modes []string
+	for _, g := range gpus {
+		if g.MemoryLimit != "" && !slices.Contains(modes, g.MemoryLimit) {
+			modes = append(modes, g.MemoryLimit)
+		}
+	}
+	return strings.Join(modes, ",")
 }
 
 // nodeAddress is the node's InternalIP, else its first address.

@@ -187,6 +187,14 @@ func (n *NodeWrapper) Taint(k, v string, effect v1.TaintEffect) *NodeWrapper {
 	return n
 }
 
+// MemoryLimit sets every card's memory limit mode, as the device plugin publishes it.
+func (n *NodeWrapper) MemoryLimit(mode string) *NodeWrapper {
+	for i := range n.gpus {
+		n.gpus[i].MemoryLimit = mode
+	}
+	return n
+}
+
 // Unhealthy marks card i unhealthy.
 func (n *NodeWrapper) Unhealthy(i int) *NodeWrapper { n.gpus[i].Healthy = false; return n }
 

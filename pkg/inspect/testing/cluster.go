@@ -11,9 +11,10 @@ import (
 )
 
 // Cluster returns the fixed cluster of the golden tests:
-//   - node-a: two 40-unit A100s (annotation); a single-container pod on card 0 and a
-//     two-container pod on card 1;
-//   - node-b: a 16-unit T4, an unhealthy 32-unit V100 and a 24-unit A10 (mixed sizes); a pod
+//   - node-a: two 40-unit A100s (annotation) whose containers are held to their ask by
+//     HAMi-core; a single-container pod on card 0 and a two-container pod on card 1;
+//   - node-b: a 16-unit T4, an unhealthy 32-unit V100 and a 24-unit A10 (mixed sizes), asked to
+//     enforce limits without the library to do it (memory limit "unavailable"); a pod
 //     named with '%' placed by the predecessor's single-GPU annotation on card 2, and a pod bound
 //     by hand without placement (pending);
 //   - node-c: no annotation, 32 units over 2 cards (even split); a pod split over both cards and a
@@ -28,9 +29,9 @@ func Cluster() []runtime.Object {
 func Nodes() []runtime.Object {
 	return []runtime.Object{
 		withIPs(ct.MakeNode("node-b").GPUs(16, 32, 24).Model(1, "Tesla V100-SXM2-32GB").Unhealthy(1).
-			Model(2, "NVIDIA A10").Obj(), "10.0.0.2"),
+			Model(2, "NVIDIA A10").MemoryLimit(contract.MemoryLimitUnavailable).Obj(), "10.0.0.2"),
 		withIPs(ct.MakeNode("node-a").GPUs(40, 40).Model(0, "NVIDIA A100-SXM4-40GB").
-			Model(1, "NVIDIA A100-SXM4-40GB").Obj(), "10.0.0.1", "203.0.113.1"),
+			Model(1, "NVIDIA A100-SXM4-40GB").MemoryLimit(contract.MemoryLimitHAMiCore).Obj(), "10.0.0.1", "203.0.113.1"),
 		withIPs(ct.MakeNode("node-c").EvenSplit(32, 2).Obj(), "10.0.0.3"),
 		withIPs(ct.MakeNode("node-cpu").Obj(), "10.0.0.9"),
 	}
