@@ -66,6 +66,9 @@ type HandlerConfig struct {
 	// BodyTimeout bounds how long a request body may take to arrive (408 beyond); zero means
 	// DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// MetricsTTL is how long one rendering of /metrics is served to every scrape (zero:
+	// DefaultMetricsTTL; negative: every scrape renders).
+	MetricsTTL time.Duration
 	// RequireClientCert refuses the verbs, /inspect and /debug (401) unless the connection
 	// presented a client certificate that TLS verified (TLSFiles.ClientCAFile). Probes,
 	// /version and /metrics stay open.
@@ -86,10 +89,13 @@ func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.MetricsTTL == 0 {
+		cfg.MetricsTTL = DefaultMetricsTTL
+	}
 	h := &Handler{ext: ext, ready: ready, cfg: cfg, logger: logger}
 	state := prometheus.NewRegistry()
 	state.MustRegister(newStateCollector(ext))
-	h.metricsHandler = &metricsHandler{gatherer: prometheus.Gatherers{ext.metrics.registry, state}, ext: ext, logger: logger}
+	h.metricsHandler = &metricsHandler{gatherer: prometheus.Gatherers{ext.metrics.registry, state}, ext: ext, logger: logger, ttl: cfg.MetricsTTL}
 	r := httprouter.New()
 	r.POST(Prefix+"/filter", h.guarded(h.timed("filter", h.filter)))
 	r.POST(Prefix+"/prioritize", h.guarded(h.timed("prioritize", h.prioritize)))
