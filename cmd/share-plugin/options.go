@@ -72,6 +72,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.memoryLimit.Library, "hami-core-library", o.memoryLimit.Library, "absolute host path of HAMi-core's libvgpu.so, mounted read-only at the same path into containers (the plugin must see the host's file there)")
 	fs.StringVar(&o.memoryLimit.InstallFrom, "hami-core-install-from", o.memoryLimit.InstallFrom, "a libvgpu.so (e.g. the image's) copied to --hami-core-library at start; empty installs nothing")
 	fs.StringVar(&o.memoryLimit.StateDir, "hami-core-state-dir", o.memoryLimit.StateDir, "absolute host folder for the preload file and each container's HAMi-core counters (removed when the pod goes)")
+	fs.DurationVar(&o.memoryLimit.CollectAfter, "hami-core-collect-after", o.memoryLimit.CollectAfter, "how long a gone pod's HAMi-core counter folder is kept after it was last written")
 	o.fake.addFlags(fs)
 }
 

@@ -74,9 +74,9 @@ const (
 	podsDir      = "pods"
 )
 
-// podDirGrace keeps a pod's counter folder this long after it was last written even when the
-// pod is not listed: the pod source may lag the Allocate that made it.
-const podDirGrace = time.Minute
+// DefaultCollectAfter keeps a pod's counter folder this long after it was last written even
+// when the pod is not listed: the pod source may lag the Allocate that made it.
+const DefaultCollectAfter = time.Minute
 
 // MemoryLimitConfig says how the plugin holds containers to their ask (WithMemoryLimit).
 type MemoryLimitConfig struct {
@@ -91,11 +91,14 @@ type MemoryLimitConfig struct {
 	// StateDir is an absolute host folder for the preload file and one counter folder per
 	// container (StateDir/pods/<pod UID>/<container>), removed when the pod is gone.
 	StateDir string
+	// CollectAfter is how long a gone pod's folder is kept after it was last written.
+	CollectAfter time.Duration
 }
 
 // DefaultMemoryLimitConfig is no limits, with HAMi-core's default paths.
 func DefaultMemoryLimitConfig() MemoryLimitConfig {
-	return MemoryLimitConfig{Mode: MemoryLimitNone, Library: DefaultHAMiCoreLibrary, StateDir: DefaultMemoryLimitState}
+	return MemoryLimitConfig{Mode: MemoryLimitNone, Library: DefaultHAMiCoreLibrary, StateDir: DefaultMemoryLimitState,
+		CollectAfter: DefaultCollectAfter}
 }
 
 // WithMemoryLimit sets how containers are held to the memory they asked. Default
@@ -117,6 +120,9 @@ func (c *MemoryLimitConfig) validate() error {
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return fmt.Errorf("%w: HAMi-core %s %q must be an absolute, clean path (it is mounted into containers)", ErrInvalidConfig, what, path)
 		}
+	}
+	if c.CollectAfter < 0 {
+		return fmt.Errorf("%w: HAMi-core collect-after %s is negative", ErrInvalidConfig, c.CollectAfter)
 	}
 	if c.InstallFrom != "" && !filepath.IsAbs(c.InstallFrom) {
 		return fmt.Errorf("%w: HAMi-core library source %q must be an absolute path", ErrInvalidConfig, c.InstallFrom)
@@ -295,7 +301,7 @@ func (l *limiter) containerDir(uid types.UID, container string) (string, error) 
 }
 
 // collect removes the counter folders of pods that are gone from the node (not in pods) and
-// were not written for podDirGrace.
+// were not written for CollectAfter.
 func (l *limiter) collect(ctx context.Context, pods []*v1.Pod, now time.Time) {
 	if !l.enforced() {
 		return
@@ -312,7 +318,7 @@ func (l *limiter) collect(ctx context.Context, pods []*v1.Pod, now time.Time) {
 	}
 	for _, e := range entries {
 		info, err := e.Info()
-		if err != nil || live[e.Name()] || now.Sub(info.ModTime()) < podDirGrace {
+		if err != nil || live[e.Name()] || now.Sub(info.ModTime()) < l.cfg.CollectAfter {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {

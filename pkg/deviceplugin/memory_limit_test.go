@@ -66,7 +66,7 @@ func limitConfig(t *testing.T, dir string) MemoryLimitConfig {
 		t.Fatal(err)
 	}
 	writeELF(t, lib, elf.ET_DYN, hostMachine(t))
-	return MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: lib, StateDir: filepath.Join(dir, "state")}
+	return MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: lib, StateDir: filepath.Join(dir, "state"), CollectAfter: DefaultCollectAfter}
 }
 
 func TestMemoryLimitConfigValidate(t *testing.T) {
@@ -385,7 +385,7 @@ func TestMemoryLimitCollectsGonePods(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	old := now.Add(-2 * podDirGrace)
+	old := now.Add(-2 * DefaultCollectAfter)
 	for _, uid := range []string{"uid-live", "uid-gone"} {
 		if err := os.Chtimes(filepath.Join(cfg.StateDir, podsDir, uid), old, old); err != nil {
 			t.Fatal(err)
