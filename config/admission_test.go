@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
 // TestAdmissionPolicies checks the shipped admission policies against the contract and the RBAC
@@ -35,6 +36,7 @@ func TestAdmissionPolicies(t *testing.T) {
 		match   []string // names the matchConditions must also carry (they cannot read variables)
 	}{
 		{"extender", "admission/extender-pods.yaml", "extender/rbac.yaml", map[string][]string{"placementAnnotations": placement}, nil},
+		{"extender-leases", "admission/extender-leases.yaml", "extender/rbac.yaml", map[string][]string{"leaseName": {scheduler.DefaultElectionConfig().Name}}, nil},
 		{"share-plugin-pods", "admission/share-plugin-pods.yaml", "share-plugin/rbac.yaml", map[string][]string{"pluginAnnotations": plugin}, nil},
 		{"share-plugin-nodes", "admission/share-plugin-nodes.yaml", "share-plugin/rbac.yaml", map[string][]string{
 			"inventoryAnnotation": {contract.DefaultNodeGPUsKey}, "countResource": {contract.DefaultCountName}}, nil},

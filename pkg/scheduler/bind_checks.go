@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // Bind refuses what kube-scheduler would never ask: a caller that reaches the extender without
@@ -24,6 +25,9 @@ var (
 	// ErrNodeRefusesPod: the pod's node selector, required node affinity or tolerations keep it
 	// off the node.
 	ErrNodeRefusesPod = errors.New("the pod may not run on the node")
+	// ErrInsufficientResources: the pod's CPU or memory request does not fit in what the node
+	// has left (kube-scheduler's NodeResourcesFit would refuse it).
+	ErrInsufficientResources = errors.New("the node has not enough CPU or memory left for the pod")
 )
 
 // WithNodeLister lets Bind check the pod against the node's labels and taints (the informer's
@@ -31,14 +35,22 @@ var (
 func WithNodeLister(l corelisters.NodeLister) Option { return func(e *Extender) { e.nodes = l } }
 
 // checkBind refuses to bind pod to nodeName unless the pod asks GPU memory (req), the node is
-// known, and the pod's node selector, required node affinity and tolerations admit the node,
-// as kube-scheduler's NodeAffinity and TaintToleration filters would.
+// known, the pod's CPU and memory requests fit in the node's allocatable less the requests of
+// the pods the cache holds there (kube-scheduler's NodeResourcesFit for those two), and the
+// pod's node selector, required node affinity and tolerations admit the node, as
+// kube-scheduler's NodeAffinity and TaintToleration filters would. The node's pod count,
+// ports, volumes and extended resources other than GPU memory are not checked: the kubelet
+// refuses a pod over its pod limit or asking what the node lacks at admission (docs/security.md).
 func (e *Extender) checkBind(pod *v1.Pod, req *contract.PodRequest, nodeName string) error {
 	if req.Empty() {
 		return fmt.Errorf("bind %s: %w (it asks no %s)", klog.KObj(pod), ErrNotManaged, e.names.Resource)
 	}
-	if _, ok := e.cache.Node(nodeName); !ok {
+	info, ok := e.cache.Node(nodeName)
+	if !ok {
 		return fmt.Errorf("bind %s: %w: %s", klog.KObj(pod), cache.ErrUnknownNode, nodeName)
+	}
+	if err := fitsCPUMemory(pod, info); err != nil {
+		return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), nodeName, err)
 	}
 	if e.nodes == nil {
 		return nil
@@ -62,6 +74,27 @@ func (e *Extender) checkBind(pod *v1.Pod, req *contract.PodRequest, nodeName str
 	}
 	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noScheduleOrExecute, true); untolerated {
 		return fmt.Errorf("bind %s to %s: %w: it does not tolerate the taint %s", klog.KObj(pod), nodeName, ErrNodeRefusesPod, taint.ToString())
+	}
+	return nil
+}
+
+// fitsCPUMemory refuses a pod whose CPU or memory request exceeds what node has left: its
+// allocatable less the requests of the pods on it, the pod itself left out (a retried bind
+// finds its own assumption there). A node whose allocatable the cache does not know (0) is not
+// checked.
+func fitsCPUMemory(pod *v1.Pod, node *placement.NodeInfo) error {
+	res := cache.PodResources(pod)
+	cpu, mem := node.RequestedMilliCPU, node.RequestedMemory
+	for i := range node.Pods {
+		if node.Pods[i].UID == pod.UID {
+			cpu, mem = cpu-node.Pods[i].MilliCPU, mem-res.Memory
+		}
+	}
+	if node.AllocatableMilliCPU > 0 && res.MilliCPU > node.AllocatableMilliCPU-cpu {
+		return fmt.Errorf("%w: it requests %dm CPU, %dm of %dm are left", ErrInsufficientResources, res.MilliCPU, node.AllocatableMilliCPU-cpu, node.AllocatableMilliCPU)
+	}
+	if node.AllocatableMemory > 0 && res.Memory > node.AllocatableMemory-mem {
+		return fmt.Errorf("%w: it requests %d bytes of memory, %d of %d are left", ErrInsufficientResources, res.Memory, node.AllocatableMemory-mem, node.AllocatableMemory)
 	}
 	return nil
 }
