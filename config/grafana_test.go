@@ -147,22 +147,28 @@ func pluginMetrics(t *testing.T) map[string]bool {
 	}
 	pod := st.MakePod().Name("p").GPUMem(1).Node("n1").Obj()
 	pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, ContainerID: "containerd://c1"}}
-	s, err := usage.New(usage.Config{NVML: lib, Pods: onePod{pod}, Owners: ownerOf{usage.Owner{PodUID: string(pod.UID), ContainerID: "c1"}}, Names: contract.DefaultNames()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Sample(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
-	for _, f := range families {
-		out[f.GetName()] = true
+	// a node without limits (the over-request series) and one with (the limit series)
+	for _, mode := range []string{contract.MemoryLimitNone, contract.MemoryLimitHAMiCore} {
+		pod := pod.DeepCopy()
+		pod.Annotations[contract.AnnotationAllocation] = `{"0":{"0":1}}`
+		s, err := usage.New(usage.Config{NVML: lib, Pods: onePod{pod}, Owners: ownerOf{usage.Owner{PodUID: string(pod.UID), ContainerID: "c1"}},
+			Names: contract.DefaultNames(), MemoryLimit: mode, MemoryLimitConfigured: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(s)
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			out[f.GetName()] = true
+		}
 	}
 	if !out["gpushare_container_gpu_memory_over_request_bytes"] {
 		t.Fatalf("the plugin's reading has no container over its ask: %v", out)
