@@ -188,7 +188,7 @@ func (l *limiter) prepare() error {
 	}
 	sum := sha256.Sum256(lib)
 	l.cacheFile = "vgpu-" + hex.EncodeToString(sum[:6]) + ".cache"
-	if err := os.MkdirAll(filepath.Join(l.cfg.StateDir, podsDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(l.cfg.StateDir, podsDir), 0o755); err != nil { //nolint:gosec // G301: containers read below it
 		return fmt.Errorf("HAMi-core state folder: %w", err)
 	}
 	if err := writeFileAtomic(filepath.Join(l.cfg.StateDir, overrideFile), nil); err != nil {
@@ -232,7 +232,7 @@ func installFile(src, dst string) error {
 	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) { //nolint:gosec // G304: the operator's flag
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil { //nolint:gosec // G301: containers read the library
 		return fmt.Errorf("install HAMi-core library: %w", err)
 	}
 	return writeFileAtomic(dst, data)
@@ -266,10 +266,10 @@ func (l *limiter) containerLimits(pod *v1.Pod, container string, perCard []int64
 	}
 	// HAMi-core creates the counter file, but not its folder, as whatever user the container
 	// runs as: the folder is open to all, as /tmp is.
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // G301: made open to all just below
 		return nil, nil, fmt.Errorf("pod %s container %s: counter folder: %w", klog.KObj(pod), container, err)
 	}
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil { //nolint:gosec // G302: any container user must create its file
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		return nil, nil, fmt.Errorf("pod %s container %s: counter folder: %w", klog.KObj(pod), container, err)
 	}
 	env := map[string]string{

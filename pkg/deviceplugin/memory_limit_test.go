@@ -46,7 +46,7 @@ func writeELF(t *testing.T, path string, typ elf.Type, machine elf.Machine) {
 		Version: uint32(elf.EV_CURRENT),
 		Ehsize:  64,
 	}
-	f, err := os.Create(path) //nolint:gosec // G304: the test's temporary folder
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestMemoryLimitUnavailable(t *testing.T) {
 	}{
 		{name: "missing library", library: func(*testing.T, string) {}, wantWhy: "no such file"},
 		{name: "not an ELF file", library: func(t *testing.T, path string) {
-			if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o644); err != nil { //nolint:gosec // G306: test file
+			if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, wantWhy: "not an ELF shared object"},
@@ -351,7 +351,7 @@ func TestMemoryLimitInstallsLibrary(t *testing.T) {
 	if l := newLimiter(ctx, cfg); !l.enforced() {
 		t.Fatalf("limiter not enforced: %s", l.reason)
 	}
-	want, _ := os.ReadFile(src) //nolint:gosec // G304: test file
+	want, _ := os.ReadFile(src)
 	got, err := os.ReadFile(cfg.Library)
 	if err != nil || string(got) != string(want) {
 		t.Fatalf("installed library: %v (%d bytes, want %d)", err, len(got), len(want))
@@ -366,7 +366,7 @@ func TestMemoryLimitInstallsLibrary(t *testing.T) {
 		t.Error("the same library was written again")
 	}
 	// a broken image copy leaves the node visibly without limits
-	if err := os.WriteFile(src, []byte("truncated"), 0o644); err != nil { //nolint:gosec // G306: test file
+	if err := os.WriteFile(src, []byte("truncated"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if l := newLimiter(ctx, cfg); l.enforced() || l.mode != contract.MemoryLimitUnavailable {
