@@ -181,9 +181,34 @@ func (e *Elector) set(leading bool) {
 // renewLock records, for the fence, when this replica's Lease writes that succeeded were sent.
 // client-go writes the Lease only through Create and Update: to acquire it, to renew it, and
 // (holder "") to release it.
+//
+// It also keeps a release from clearing another replica's Lease. client-go releases (on
+// ReleaseOnCancel) after every end of renew, also a failed one, and decides that it holds the
+// Lease from the record it last observed, not from the one its release just read: a leader
+// resumed after a pause longer than its renew deadline fails its renewal without reading the
+// Lease, then "releases" the new leader's Lease (its resourceVersion is fresh) and takes it
+// back at once, and both replicas bind until the new leader's fence runs out (seen in
+// TestLeaderPausedMidBurst/30s, 13 cards over capacity). A release is written only when the
+// Lease read right before it names this replica.
 type renewLock struct {
 	resourcelock.Interface
 	elector *Elector
+	// holder is the holder of the Lease as last read (Get).
+	holder atomic.Pointer[string]
+}
+
+// errNotHolder refuses the release of a Lease another replica holds.
+var errNotHolder = errors.New("the Lease is held by another replica: not released")
+
+// Get reads the Lease and remembers its holder.
+func (l *renewLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	if err != nil {
+		return rec, raw, err //nolint:wrapcheck // client-go's own error, for client-go
+	}
+	holder := rec.HolderIdentity
+	l.holder.Store(&holder)
+	return rec, raw, nil
 }
 
 // Create creates the Lease; success acquires it.
@@ -196,8 +221,13 @@ func (l *renewLock) Create(ctx context.Context, ler resourcelock.LeaderElectionR
 	return nil
 }
 
-// Update writes the Lease; success acquires or renews it, or releases it.
+// Update writes the Lease; success acquires or renews it, or releases it. A release (no
+// holder) of a Lease last read as another replica's is refused without writing.
 func (l *renewLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if h := l.holder.Load(); ler.HolderIdentity == "" && h != nil && *h != l.Identity() {
+		l.elector.renewed.Store(nil)
+		return errNotHolder
+	}
 	sent := l.elector.now()
 	if err := l.Interface.Update(ctx, ler); err != nil {
 		return err //nolint:wrapcheck // client-go's own error, for client-go
