@@ -88,7 +88,7 @@ func TestEnforceIsolationOnRealKubelet(t *testing.T) {
 		"capped": {3, map[string]string{names.CoreAnnotation: "30"},
 			map[string]string{"CUDA_DEVICE_MEMORY_LIMIT_0": "3072m", "CUDA_DEVICE_SM_LIMIT": "30"}},
 	}
-	hostLib, err := os.ReadFile(library) //nolint:gosec // G304: the test's own file
+	hostLib, err := os.ReadFile(library)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +171,10 @@ func buildSharedObject(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	src := path + ".c"
-	if err := os.WriteFile(src, []byte("int gpushare_e2e_library = 1;\n"), 0o644); err != nil { //nolint:gosec // G306: test file
+	if err := os.WriteFile(src, []byte("int gpushare_e2e_library = 1;\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", path, src).CombinedOutput(); err != nil { //nolint:gosec // G204: test paths
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", path, src).CombinedOutput(); err != nil {
 		t.Fatalf("cc -shared (cgo needs a C compiler on this machine anyway): %v\n%s", err, out)
 	}
 }

@@ -247,7 +247,7 @@ func shortExtenderTimeout(t *testing.T, dir string) string {
 	}
 	path := filepath.Join(dir, "scheduler-config-paused.yaml")
 	short := strings.ReplaceAll(string(raw), shipped, "httpTimeout: "+pausedHTTPTimeout)
-	if err := os.WriteFile(path, []byte(short), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(short), 0o644); err != nil { //nolint:gosec // G703: the test's artifact folder
 		t.Fatal(err)
 	}
 	return path
@@ -274,7 +274,7 @@ func (e *env) trickle(frontHost string) (stop func()) {
 			_ = framework.GetJSON(ctx, client, "https://"+frontHost+"/version", &v)
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Duration(20+rand.IntN(180)) * time.Millisecond):
+			case <-time.After(time.Duration(20+rand.IntN(180)) * time.Millisecond): //nolint:gosec // G404: jitter, not a secret
 			}
 		}
 	}()
