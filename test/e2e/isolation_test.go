@@ -30,36 +30,12 @@ import (
 // a GPU: `make gpu-check` proves the limits hold there; here the library is a shared object
 // built for the test.
 func TestEnforceIsolationOnRealKubelet(t *testing.T) {
-	claimRealNode(t)
-	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pause := filepath.Join(s.work, "pause")
-	if err := goBuild(pause, "./cmd/pause"); err != nil {
-		t.Fatal(err)
-	}
 	dir := artifactDir(t)
 	library := filepath.Join(dir, "hami-core", "libvgpu.so")
 	stateDir := filepath.Join(dir, "hami-core-state")
 	buildSharedObject(t, library)
-
-	e := newEnv(t)
-	node, err := e.c.StartRealNode(e.ctx, pause)
-	t.Cleanup(func() { node.Stop(e.ctx) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.StartSharePlugin(plugin, framework.RealNodeName, "--fake-gpus=dgxa100", "--fake-gpu-count=2",
-		"--fake-gpu-memory=16Gi", "--pod-resources-socket="+node.PodResourcesSocket(), "--v=4",
-		"--memory-limit=hami-core", "--hami-core-library="+library, "--hami-core-state-dir="+stateDir,
-		"--hami-core-collect-after=2s"); err != nil {
-		t.Fatal(err)
-	}
-	gpus, err := e.c.WaitNodeGPUs(e.ctx, framework.RealNodeName, 2*time.Minute)
-	if err != nil {
-		t.Fatalf("real node never advertised GPUs: %v", err)
-	}
+	e, gpus := startRealNodeWithPlugin(t, "--memory-limit=hami-core", "--hami-core-library="+library,
+		"--hami-core-state-dir="+stateDir, "--hami-core-collect-after=2s")
 	for _, g := range gpus {
 		if g.MemoryLimit != contract.MemoryLimitHAMiCore {
 			t.Errorf("GPU %d: memoryLimit %q in the node annotation, want %q", g.Index, g.MemoryLimit, contract.MemoryLimitHAMiCore)

@@ -21,30 +21,7 @@ import (
 // and kube-scheduler. Two pods share one card; each container's environment (kubectl logs)
 // must name its own pod's GPU UUID and units.
 func TestRealKubelet(t *testing.T) {
-	claimRealNode(t)
-	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pause := filepath.Join(s.work, "pause")
-	if err := goBuild(pause, "./cmd/pause"); err != nil {
-		t.Fatal(err)
-	}
-	e := newEnv(t)
-	node, err := e.c.StartRealNode(e.ctx, pause)
-	t.Cleanup(func() { node.Stop(e.ctx) }) // before the control plane stops
-	if err != nil {
-		t.Fatal(err)
-	}
-	// two mocked 16 GiB cards (go-nvml's dgxa100 mock host, cut down)
-	if err := e.c.StartSharePlugin(plugin, framework.RealNodeName, "--fake-gpus=dgxa100", "--fake-gpu-count=2",
-		"--fake-gpu-memory=16Gi", "--pod-resources-socket="+node.PodResourcesSocket(), "--v=4"); err != nil {
-		t.Fatal(err)
-	}
-	gpus, err := e.c.WaitNodeGPUs(e.ctx, framework.RealNodeName, 2*time.Minute)
-	if err != nil {
-		t.Fatalf("real node never advertised GPUs: %v", err)
-	}
+	e, gpus := startRealNodeWithPlugin(t)
 	t.Logf("node %s advertises %d GPUs: %+v", framework.RealNodeName, len(gpus), gpus)
 
 	// a (3) and b (5) share one card (binpack); c (12) no longer fits there and takes the other
@@ -99,6 +76,39 @@ func TestRealKubelet(t *testing.T) {
 			t.Errorf("pod %s never marked %s=true: %v", name, contract.AnnotationAssigned, err)
 		}
 	}
+}
+
+// startRealNodeWithPlugin is the full stack of TestRealKubelet: the control plane, our
+// extender and kube-scheduler, a real kubelet with containerd (node "localhost") and share-plugin
+// on two mocked 16 GiB cards (go-nvml's dgxa100 mock host, cut down) with pluginFlags added. It
+// returns once the node advertises the cards.
+func startRealNodeWithPlugin(t *testing.T, pluginFlags ...string) (*env, []contract.GPU) {
+	t.Helper()
+	claimRealNode(t)
+	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := filepath.Join(s.work, "pause")
+	if err := goBuild(pause, "./cmd/pause"); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	node, err := e.c.StartRealNode(e.ctx, pause)
+	t.Cleanup(func() { node.Stop(e.ctx) }) // before the control plane stops
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := append([]string{"--fake-gpus=dgxa100", "--fake-gpu-count=2", "--fake-gpu-memory=16Gi",
+		"--pod-resources-socket=" + node.PodResourcesSocket(), "--v=4"}, pluginFlags...)
+	if err := e.c.StartSharePlugin(plugin, framework.RealNodeName, flags...); err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := e.c.WaitNodeGPUs(e.ctx, framework.RealNodeName, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("real node never advertised GPUs: %v", err)
+	}
+	return e, gpus
 }
 
 // claimRealNode skips t where a real kubelet cannot run (not root, or containerd, runc and
