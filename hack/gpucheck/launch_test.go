@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"debug/elf"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/fake"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
@@ -43,25 +43,11 @@ func needNamespaces(t *testing.T) {
 // reads of the library (the loader refuses it, and says so on stderr, which is harmless).
 func writeELF(t *testing.T, path string) {
 	t.Helper()
-	machine, ok := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	machine, ok := deviceplugin.HostELFMachine()
 	if !ok {
 		t.Skipf("no ELF machine known for %s", runtime.GOARCH)
 	}
-	hdr := elf.Header64{
-		Ident:   [elf.EI_NIDENT]byte{0x7f, 'E', 'L', 'F', byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)},
-		Type:    uint16(elf.ET_DYN),
-		Machine: uint16(machine),
-		Version: uint32(elf.EV_CURRENT),
-		Ehsize:  64,
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := binary.Write(f, binary.LittleEndian, &hdr); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := fake.WriteELF(path, elf.ET_DYN, machine); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -212,7 +212,7 @@ func checkLibrary(path string) error {
 		return fmt.Errorf("HAMi-core library %s is not an ELF shared object: %w", path, err)
 	}
 	defer func() { _ = f.Close() }()
-	want, known := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	want, known := HostELFMachine()
 	switch {
 	case f.Type != elf.ET_DYN:
 		return fmt.Errorf("HAMi-core library %s is an ELF %s, not a shared object", path, f.Type)
@@ -220,6 +220,13 @@ func checkLibrary(path string) error {
 		return fmt.Errorf("HAMi-core library %s is built for %s, this node is %s", path, f.Machine, runtime.GOARCH)
 	}
 	return nil
+}
+
+// HostELFMachine is the ELF machine of the node's architecture; false when the plugin does not
+// know it (the library's machine is then not checked).
+func HostELFMachine() (elf.Machine, bool) {
+	m, ok := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	return m, ok
 }
 
 // installFile copies src to dst unless dst holds the same bytes; running containers keep the

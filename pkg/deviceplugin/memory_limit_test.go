@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"debug/elf"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,6 +20,7 @@ import (
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/fake"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
 )
@@ -28,32 +28,17 @@ import (
 // hostMachine is the ELF machine of this test's architecture.
 func hostMachine(t *testing.T) elf.Machine {
 	t.Helper()
-	m, ok := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	m, ok := HostELFMachine()
 	if !ok {
 		t.Skipf("no ELF machine known for %s", runtime.GOARCH)
 	}
 	return m
 }
 
-// writeELF writes a 64-bit little-endian ELF header of the given type and machine: enough for
-// debug/elf, which is all the plugin reads of the library.
+// writeELF writes an ELF header of the given type and machine (fake.WriteELF).
 func writeELF(t *testing.T, path string, typ elf.Type, machine elf.Machine) {
 	t.Helper()
-	hdr := elf.Header64{
-		Ident:   [elf.EI_NIDENT]byte{0x7f, 'E', 'L', 'F', byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)},
-		Type:    uint16(typ),
-		Machine: uint16(machine),
-		Version: uint32(elf.EV_CURRENT),
-		Ehsize:  64,
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := binary.Write(f, binary.LittleEndian, &hdr); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := fake.WriteELF(path, typ, machine); err != nil {
 		t.Fatal(err)
 	}
 }
