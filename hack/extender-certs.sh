@@ -2,6 +2,7 @@
 # Makes the certificates of the extender's mutual TLS with openssl (docs/security.md):
 #   ca.crt/ca.key          a CA that signs both sides (keep ca.key offline)
 #   server.crt/server.key  the extender's serving certificate, for its Service's DNS names
+#                          (also the client certificate a follower forwards to the leader with)
 #   client.crt/client.key  kube-scheduler's client certificate
 # and prints the kubectl commands that store them where the shipped manifests look.
 # Usage: hack/extender-certs.sh DIR [NAMESPACE] [DAYS]
@@ -22,7 +23,7 @@ sign() { # name subject extensions
 	rm -f "$1.csr"
 }
 sign server "/CN=$svc" "subjectAltName=DNS:$svc,DNS:$svc.$ns,DNS:$svc.$ns.svc,DNS:$svc.$ns.svc.cluster.local
-extendedKeyUsage=serverAuth"
+extendedKeyUsage=serverAuth,clientAuth"
 sign client "/CN=kube-scheduler" "extendedKeyUsage=clientAuth"
 cat <<MSG
 Certificates written to $dir. Store them:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -47,6 +48,8 @@ type config struct {
 	// leaderElect runs leader election among the replicas (only the leader binds).
 	leaderElect bool
 	election    scheduler.ElectionConfig
+	// forward has followers forward the verbs to the leader (scheduler.ForwardConfig).
+	forward bool
 	// profilingAddress, if set, serves Go's profiles on that loopback address.
 	profilingAddress string
 	// filterChooses answers filter with the one best node (scheduler.WithFilterChoosing).
@@ -71,7 +74,7 @@ func defaultConfig() config {
 		election.Identity, _ = os.Hostname()
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
-		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election,
+		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election, forward: true,
 		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent,
 		gcMinHeadroom: resource.MustParse(defaultGCMinHeadroom)}
 }
@@ -123,11 +126,33 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
 	fs.StringVar(&c.election.Name, "leader-elect-name", c.election.Name, "name of the Lease")
 	fs.StringVar(&c.election.Identity, "leader-elect-identity", c.election.Identity, "this replica's name in the Lease (default: $POD_NAME, else the host name)")
+	fs.StringVar(&c.election.Address, "leader-elect-advertise-address", "", "host:port the other replicas reach this one at, to forward the verbs while it leads (default: --address when it names a host, else $POD_IP with --address's port)")
+	fs.BoolVar(&c.forward, "forward-to-leader", c.forward, "a follower forwards filter, prioritize, bind and preempt to the leader over mutual TLS (its serving certificate as client certificate), so that any replica can be called; false: followers answer filter and prioritize from their own caches and refuse binds")
 	fs.DurationVar(&c.election.LeaseDuration, "leader-elect-lease-duration", c.election.LeaseDuration, "how long a leader's Lease holds without renewal")
 	fs.DurationVar(&c.election.RenewDeadline, "leader-elect-renew-deadline", c.election.RenewDeadline, "how long a leader tries to renew before it stops binding")
 	fs.DurationVar(&c.election.RetryPeriod, "leader-elect-retry-period", c.election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
 	fs.DurationVar(&c.election.SafetyMargin, "leader-elect-safety-margin", c.election.SafetyMargin, "the leader binds only while less than lease duration minus this has passed since its last successful Lease renewal, by its own monotonic clock (covers clock drift and the time a Binding takes)")
 	c.names.AddFlags(fs)
+}
+
+// advertiseAddress is where the other replicas reach this one: --leader-elect-advertise-address,
+// else --address when it names a host, else $POD_IP with --address's port; "" when none is
+// known (the replica then leads without followers forwarding to it).
+func (c *config) advertiseAddress() string {
+	if c.election.Address != "" {
+		return c.election.Address
+	}
+	host, port, err := net.SplitHostPort(c.listenAddress())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return c.listenAddress()
+	}
+	if ip := os.Getenv("POD_IP"); ip != "" {
+		return net.JoinHostPort(ip, port)
+	}
+	return ""
 }
 
 func (c *config) validate(policies policies.Registry) error {

@@ -93,3 +93,26 @@ func TestListenAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestAdvertiseAddress: the address the Lease advertises for followers to forward to.
+func TestAdvertiseAddress(t *testing.T) {
+	tests := []struct {
+		name, flag, address, podIP, want string
+	}{
+		{name: "flag wins", flag: "10.0.0.9:1234", address: "127.0.0.1:39999", podIP: "10.0.0.5", want: "10.0.0.9:1234"},
+		{name: "listen address with a host", address: "127.0.0.1:4000", podIP: "10.0.0.5", want: "127.0.0.1:4000"},
+		{name: "all interfaces: the pod IP and the port", address: ":39999", podIP: "10.0.0.5", want: "10.0.0.5:39999"},
+		{name: "IPv6 wildcard", address: "[::]:39999", podIP: "fd00::5", want: "[fd00::5]:39999"},
+		{name: "nothing known", address: ":39999", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("POD_IP", tt.podIP)
+			c := defaultConfig()
+			c.address, c.election.Address = tt.address, tt.flag
+			if got := c.advertiseAddress(); got != tt.want {
+				t.Errorf("advertiseAddress() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -46,3 +46,30 @@ func startElection(ctx context.Context, rc *rest.Config, cfg scheduler.ElectionC
 	}
 	return elector, stop, nil
 }
+
+// forwarding sets up how this replica forwards the verbs to the leader while it follows, and
+// the address ecfg advertises for the others to forward to it: nil (and no address) when
+// --forward-to-leader is off, when it serves plain HTTP (a sidecar of kube-scheduler, reached
+// on loopback) or without --client-ca-file (the replicas could not authenticate each other),
+// or when no address is known; followers then refuse binds and kube-scheduler retries them.
+func forwarding(cfg *config, ecfg *scheduler.ElectionConfig, logger klog.Logger) (*scheduler.ForwardConfig, error) {
+	ecfg.Address = ""
+	switch {
+	case !cfg.forward:
+		return nil, nil
+	case cfg.plainHTTP || cfg.tls.ClientCAFile == "":
+		logger.Info("Warning: followers do not forward to the leader without HTTPS and --client-ca-file; they refuse binds, kube-scheduler retries them")
+		return nil, nil
+	}
+	addr := cfg.advertiseAddress()
+	if addr == "" {
+		logger.Info("Warning: no address to advertise (--leader-elect-advertise-address, or $POD_IP): followers cannot forward to this replica while it leads")
+	}
+	transport, err := cfg.tls.PeerTransport(logger.WithName("forward"))
+	if err != nil {
+		return nil, fmt.Errorf("forwarding to the leader: %w", err)
+	}
+	ecfg.Address = addr
+	logger.Info("Followers forward the verbs to the leader", "advertise", addr)
+	return &scheduler.ForwardConfig{Transport: transport, Self: ecfg.Identity}, nil
+}

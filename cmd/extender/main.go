@@ -114,13 +114,23 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		opts = append(opts, scheduler.WithEventRecorder(broadcaster.NewRecorder("gpushare-extender")),
 			scheduler.WithEventRate(float32(cfg.eventQPS), max(1, int(2*cfg.eventQPS))))
 	}
+	hcfg := scheduler.HandlerConfig{MaxBody: cfg.maxBody, RequireClientCert: cfg.tls.ClientCAFile != ""}
 	if cfg.leaderElect {
-		elector, stopElection, err := startElection(ctx, rc, cfg.election)
+		ecfg := cfg.election
+		forward, err := forwarding(cfg, &ecfg, logger)
+		if err != nil {
+			return err
+		}
+		elector, stopElection, err := startElection(ctx, rc, ecfg)
 		if err != nil {
 			return err
 		}
 		defer stopElection() // after the settling below: the lease goes last
 		opts = append(opts, scheduler.WithLeadership(elector))
+		if forward != nil {
+			forward.Leader = elector.LeaderAddress
+			hcfg.Forward = forward
+		}
 	}
 	ext := scheduler.NewExtender(c, client, policy, cfg.names, opts...)
 	go func() { // a learning policy starts from the pods already running
@@ -139,7 +149,6 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 			}
 		}()
 	}
-	hcfg := scheduler.HandlerConfig{MaxBody: cfg.maxBody, RequireClientCert: cfg.tls.ClientCAFile != ""}
 	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, hcfg, logger))
 	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleOnExit)
 	defer cancel()

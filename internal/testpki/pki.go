@@ -47,7 +47,7 @@ func New(dir, prefix string, hosts ...string) (*PKI, error) {
 	}
 	server := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "gpushare-extender"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, // clientAuth: replicas forward to the leader with it
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

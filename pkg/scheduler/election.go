@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,10 @@ type ElectionConfig struct {
 	Namespace, Name string
 	// Identity names this replica (the pod's name).
 	Identity string
+	// Address is the host:port the other replicas reach this one at, to forward the verbs
+	// they are sent while this one leads (forward.go). The Lease names the holder as
+	// Identity@Address; empty: the Lease names Identity alone and nobody forwards to it.
+	Address string
 	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's leader election timings.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// SafetyMargin fences the binds: this replica binds only while less than LeaseDuration -
@@ -79,6 +84,9 @@ type Elector struct {
 	leading atomic.Bool
 	renewed atomic.Pointer[time.Time]
 	leader  atomic.Pointer[string]
+	// observed is the Lease record as last read and when, by this replica's clock, it was last
+	// seen to change (a live leader renews it every RetryPeriod).
+	observed atomic.Pointer[observedLease]
 	// onChange, if set, is called whenever leading changes (tests, metrics).
 	onChange func(leading bool)
 }
@@ -95,6 +103,9 @@ func WithElectorClock(now func() time.Time) ElectorOption { return func(e *Elect
 func NewElector(client kubernetes.Interface, cfg ElectionConfig, opts ...ElectorOption) (*Elector, error) {
 	if cfg.Identity == "" || cfg.Name == "" || cfg.Namespace == "" {
 		return nil, fmt.Errorf("leader election needs a lease namespace, name and identity")
+	}
+	if strings.Contains(cfg.Address, "@") {
+		return nil, fmt.Errorf("leader election: the advertised address %q has an @", cfg.Address)
 	}
 	if cfg.RenewDeadline >= cfg.LeaseDuration || cfg.RetryPeriod >= cfg.RenewDeadline {
 		return nil, fmt.Errorf("leader election needs retry period < renew deadline < lease duration")
@@ -120,11 +131,47 @@ func (e *Elector) Leading() bool {
 	return t != nil && e.now().Sub(*t) < e.cfg.LeaseDuration-e.cfg.SafetyMargin
 }
 
+// holder is how the Lease names this replica: Identity@Address, or Identity without an
+// address.
+func (c ElectionConfig) holder() string {
+	if c.Address == "" {
+		return c.Identity
+	}
+	return c.Identity + "@" + c.Address
+}
+
+// observedLease is a Lease record as this replica last read it.
+type observedLease struct {
+	holder string
+	renew  time.Time
+	// changed is when, by this replica's clock, the record was first read as it is.
+	changed time.Time
+}
+
+// LeaderAddress is where the replica that leads listens, for a follower to forward to: ""
+// when this replica leads, when the holder of the Lease named no address, or when the Lease
+// has not been seen renewed for RenewDeadline (a leader that cannot renew for that long stops
+// binding itself; one that is paused answers nothing).
+func (e *Elector) LeaderAddress() string {
+	if e.Leading() {
+		return ""
+	}
+	o := e.observed.Load()
+	if o == nil || o.holder == "" || o.holder == e.cfg.holder() || e.now().Sub(o.changed) >= e.cfg.RenewDeadline {
+		return ""
+	}
+	i := strings.LastIndexByte(o.holder, '@')
+	if i < 0 {
+		return ""
+	}
+	return o.holder[i+1:]
+}
+
 // Leader is the identity of the replica that leads, as last seen. A replica that leads names
 // itself at once (client-go reports a new leader from a goroutine of its own, possibly later).
 func (e *Elector) Leader() string {
 	if e.Leading() {
-		return e.cfg.Identity
+		return e.cfg.holder()
 	}
 	if l := e.leader.Load(); l != nil {
 		return *l
@@ -135,11 +182,11 @@ func (e *Elector) Leader() string {
 // Run takes part in the election until ctx ends, standing again whenever leadership is lost.
 // On ctx's end a leader releases the Lease, so that another replica takes over at once.
 func (e *Elector) Run(ctx context.Context) error {
-	logger := klog.FromContext(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
+	logger := klog.FromContext(ctx).WithValues("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.holder())
 	lock := &renewLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
 		Client:     e.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.Identity},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.cfg.holder()},
 	}, elector: e}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, ReleaseOnCancel: true, Name: e.cfg.Name,
@@ -200,7 +247,7 @@ type renewLock struct {
 // errNotHolder refuses the release of a Lease another replica holds.
 var errNotHolder = errors.New("the Lease is held by another replica: not released")
 
-// Get reads the Lease and remembers its holder.
+// Get reads the Lease and remembers its holder, and when the record last changed.
 func (l *renewLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
 	if err != nil {
@@ -208,6 +255,12 @@ func (l *renewLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord
 	}
 	holder := rec.HolderIdentity
 	l.holder.Store(&holder)
+	seen := observedLease{holder: holder, renew: rec.RenewTime.Time}
+	if o := l.elector.observed.Load(); o != nil && o.holder == seen.holder && o.renew.Equal(seen.renew) {
+		return rec, raw, nil
+	}
+	seen.changed = l.elector.now()
+	l.elector.observed.Store(&seen)
 	return rec, raw, nil
 }
 

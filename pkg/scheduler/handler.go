@@ -69,6 +69,8 @@ type HandlerConfig struct {
 	// MetricsTTL is how long one rendering of /metrics is served to every scrape (zero:
 	// DefaultMetricsTTL; negative: every scrape renders).
 	MetricsTTL time.Duration
+	// Forward, if set, has a follower forward the verbs to the leader (forward.go).
+	Forward *ForwardConfig
 	// RequireClientCert refuses the verbs, /inspect and /debug (401) unless the connection
 	// presented a client certificate that TLS verified (TLSFiles.ClientCAFile). Probes,
 	// /version and /metrics stay open.
@@ -97,10 +99,10 @@ func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 	state.MustRegister(newStateCollector(ext))
 	h.metricsHandler = &metricsHandler{gatherer: prometheus.Gatherers{ext.metrics.registry, state}, ext: ext, logger: logger, ttl: cfg.MetricsTTL}
 	r := httprouter.New()
-	r.POST(Prefix+"/filter", h.guarded(h.timed("filter", h.filter)))
-	r.POST(Prefix+"/prioritize", h.guarded(h.timed("prioritize", h.prioritize)))
-	r.POST(Prefix+"/bind", h.guarded(h.timed("bind", h.bind)))
-	r.POST(Prefix+"/preempt", h.guarded(h.timed("preempt", h.preempt)))
+	r.POST(Prefix+"/filter", h.guarded(h.timed("filter", h.forwardedVerb("filter", h.filter))))
+	r.POST(Prefix+"/prioritize", h.guarded(h.timed("prioritize", h.forwardedVerb("prioritize", h.prioritize))))
+	r.POST(Prefix+"/bind", h.guarded(h.timed("bind", h.forwardedVerb("bind", h.bind))))
+	r.POST(Prefix+"/preempt", h.guarded(h.timed("preempt", h.forwardedVerb("preempt", h.preempt))))
 	r.GET(Prefix+"/inspect", h.authenticated(h.inspectAll))
 	r.GET(Prefix+"/inspect/:node", h.authenticated(h.inspectNode))
 	r.GET(Prefix+"/debug/audit", h.guarded(h.audit))
@@ -170,24 +172,30 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	h.bytes.put(body)
 	if err != nil {
-		status := http.StatusBadRequest
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			status = http.StatusRequestEntityTooLarge
-		case errors.Is(err, ErrBusy):
-			status = http.StatusServiceUnavailable
-		case errors.Is(err, ErrBodyTimeout):
-			status = http.StatusRequestTimeout
-		}
-		what := "malformed " + r.URL.Path + " request"
-		if status != http.StatusBadRequest {
-			what = r.URL.Path
-		}
-		writeError(w, status, fmt.Errorf("%s: %w", what, err))
+		h.bodyError(w, r, err)
 		return false
 	}
 	return true
+}
+
+// bodyError answers a request whose body could not be read or decoded: 413 over MaxBody, 503
+// over the in-flight budget, 408 when it did not arrive in time, 400 otherwise.
+func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusBadRequest
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrBusy):
+		status = http.StatusServiceUnavailable
+	case errors.Is(err, ErrBodyTimeout):
+		status = http.StatusRequestTimeout
+	}
+	what := "malformed " + r.URL.Path + " request"
+	if status != http.StatusBadRequest {
+		what = r.URL.Path
+	}
+	writeError(w, status, fmt.Errorf("%s: %w", what, err))
 }
 
 // fastDecoder is a request type that decodes the usual form of its JSON faster than

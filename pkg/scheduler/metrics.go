@@ -23,6 +23,9 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	// unfit counts the nodes filter turned away, by reason.
 	unfit *prometheus.CounterVec
+	// forwards counts a follower's verbs by outcome: forwarded to the leader, failed
+	// forwarding attempts, answered locally.
+	forwards *prometheus.CounterVec
 }
 
 // NewMetrics returns zeroed metrics in a registry of their own.
@@ -52,9 +55,13 @@ func NewMetrics() *Metrics {
 			Name: "gpushare_filter_unfit_nodes_total",
 			Help: "Nodes filter turned away, by reason: no_free_block, unresolvable, invalid_request.",
 		}, []string{"reason"}),
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpushare_forwarded_requests_total",
+			Help: "Verbs a follower was sent, by verb and outcome: forwarded (the leader answered), failed (one forwarding attempt failed; a bind tries again), answered_locally (no leader could be reached: filter, prioritize and preempt from this replica's cache; a bind refused unless this replica leads by then).",
+		}, []string{"verb", "outcome"}),
 	}
 	m.registry.MustRegister(m.filters, m.prioritizes, m.binds, m.bindFailures, m.preempts, m.unsettled,
-		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.eventsDropped, m.duration, m.unfit)
+		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.eventsDropped, m.duration, m.unfit, m.forwards)
 	return m
 }
 

@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -126,6 +128,11 @@ func (r *tlsReloader) changed() bool {
 }
 
 func (r *tlsReloader) configForClient(*tls.ClientHelloInfo) (*tls.Config, error) {
+	return r.config(), nil
+}
+
+// config is the current configuration, reloaded first if a file changed.
+func (r *tlsReloader) config() *tls.Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if now := time.Now(); now.Sub(r.lastCheck) >= r.period {
@@ -138,5 +145,73 @@ func (r *tlsReloader) configForClient(*tls.ClientHelloInfo) (*tls.Config, error)
 			}
 		}
 	}
-	return r.current, nil
+	return r.current
+}
+
+// PeerTransport reaches the other replicas of the extender, for a follower to forward the
+// verbs to the leader (forward.go). All replicas serve the same files (one Secret), so it
+// presents this replica's serving certificate as its client certificate, which the leader
+// verifies against its --client-ca-file like kube-scheduler's: the serving certificate must
+// allow client authentication (extended key usage clientAuth) and chain to that CA, as
+// hack/extender-certs.sh makes it. It accepts a leader whose certificate chains to the same
+// CA and carries the first name of this replica's own serving certificate (a follower dials
+// the leader's pod IP, which the certificate need not name). The files are reloaded as the
+// server's are.
+func (f TLSFiles) PeerTransport(logger klog.Logger) (*http.Transport, error) {
+	if f.ClientCAFile == "" {
+		return nil, errors.New("forwarding to the leader needs --client-ca-file: the replicas authenticate each other with it")
+	}
+	r := &tlsReloader{files: f, logger: logger, period: reloadCheckPeriod, stamps: map[string]fileStamp{}}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Verified by VerifyConnection below: against the CA and this replica's own name,
+		// not the address dialled.
+		InsecureSkipVerify: true, //nolint:gosec // G402: VerifyConnection verifies the chain and the name
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &r.config().Certificates[0], nil
+		},
+		VerifyConnection: func(cs tls.ConnectionState) error { return verifyPeer(r.config(), cs) },
+	}
+	return &http.Transport{
+		TLSClientConfig:     cfg,
+		ForceAttemptHTTP2:   true,
+		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 2 * time.Second,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
+	}, nil
+}
+
+// verifyPeer verifies a replica's serving certificate: it chains to cfg's client CA and names
+// what cfg's own serving certificate names first.
+func verifyPeer(cfg *tls.Config, cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("the replica presented no certificate")
+	}
+	own := cfg.Certificates[0].Leaf
+	if own == nil {
+		var err error
+		if own, err = x509.ParseCertificate(cfg.Certificates[0].Certificate[0]); err != nil {
+			return fmt.Errorf("this replica's serving certificate: %w", err)
+		}
+	}
+	opts := x509.VerifyOptions{Roots: cfg.ClientCAs, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	switch {
+	case len(own.DNSNames) > 0:
+		opts.DNSName = own.DNSNames[0]
+	case len(own.IPAddresses) > 0:
+		opts.DNSName = own.IPAddresses[0].String()
+	default:
+		return errors.New("this replica's serving certificate names no DNS name or IP address to check the leader's against")
+	}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return fmt.Errorf("the replica's certificate: %w", err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -190,5 +191,67 @@ func TestTLSFilesRequired(t *testing.T) {
 				t.Errorf("ServerConfig() = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPeerTransport: a follower reaches a replica serving the same files with its serving
+// certificate as client certificate (the replica's handler sees a verified chain), even though
+// it dials an address its certificate does not name first; it refuses a replica whose
+// certificate another CA signed, and needs --client-ca-file.
+func TestPeerTransport(t *testing.T) {
+	dir := t.TempDir()
+	pki, err := testpki.New(dir, "", "gpushare-extender.kube-system.svc", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testpki.New(dir, "other-", "gpushare-extender.kube-system.svc", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger, _ := ktesting.NewTestContext(t)
+	files := func(p *testpki.PKI) TLSFiles {
+		return TLSFiles{CertFile: p.ServerCert, KeyFile: p.ServerKey, ClientCAFile: p.CAFile}
+	}
+	serve := func(p *testpki.PKI) string {
+		cfg, err := files(p).ServerConfig(logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+				http.Error(w, "no verified client certificate", http.StatusUnauthorized)
+				return
+			}
+			if r.TLS.PeerCertificates[0].Subject.CommonName != "gpushare-extender" {
+				http.Error(w, "not the replicas' certificate", http.StatusForbidden)
+				return
+			}
+			_, _ = w.Write([]byte("verified"))
+		}))
+		srv.TLS = cfg
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	transport, err := files(pki).PeerTransport(logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: transport, Timeout: 5 * time.Second}
+	resp, err := client.Get(serve(pki))
+	if err != nil {
+		t.Fatalf("a replica of the same files: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "verified" {
+		t.Errorf("a replica of the same files answered %s %q, want 200 from a verified peer", resp.Status, body)
+	}
+	if resp, err := client.Get(serve(other)); err == nil {
+		_ = resp.Body.Close()
+		t.Errorf("a replica whose certificate another CA signed was accepted (%s)", resp.Status)
+	}
+	if _, err := (TLSFiles{CertFile: pki.ServerCert, KeyFile: pki.ServerKey}).PeerTransport(logger); err == nil {
+		t.Error("PeerTransport without a client CA succeeded")
 	}
 }
