@@ -4,7 +4,14 @@
 // every run on a fresh kube-apiserver with NODES nodes of 8 x 16 GiB cards and PODS pods of
 // 1-8 GiB created by 16 goroutines. It prints a table; its last line is one JSON object.
 //
+// With --replicas N (N >= 2) the extender's runs start N replicas with leader election (only
+// the leader binds; the others answer filter and prioritize and refuse binds) behind a front,
+// as a Deployment behind a Service: --front request sends each call to the next ready replica
+// (framework.RoundRobin), --front connection each TCP connection (framework.ConnFront, as
+// kube-proxy does). The report then says, per replica, what it bound and refused.
+//
 //	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0] [--create-qps 0]
+//	          [--replicas 1] [--front request|connection]
 package main
 
 import (
@@ -41,10 +48,35 @@ type options struct {
 	// schedulerConfig is the extender mode's KubeSchedulerConfiguration; empty means the
 	// shipped config/scheduler-config.yaml.
 	schedulerConfig string
+	// replicas is the number of extender replicas of the extender's runs.
+	replicas int
+	// front is how the replicas are balanced: frontRequest or frontConnection; frontSet says
+	// that --front was given (then even one replica is reached through the front).
+	front    string
+	frontSet bool
+}
+
+// The fronts of --front.
+const (
+	frontRequest    = "request"
+	frontConnection = "connection"
+	// frontNone is reported when kube-scheduler calls the one replica directly.
+	frontNone = "none"
+)
+
+// maxReplicas bounds --replicas: replica i is named by the letter letters[i].
+const maxReplicas = len(letters)
+
+// frontUsed is the front of the extender's runs: none for one replica unless --front was given.
+func (o options) frontUsed() string {
+	if o.replicas == 1 && !o.frontSet {
+		return frontNone
+	}
+	return o.front
 }
 
 func main() {
-	o := options{nodes: 1000, pods: 5000, runs: 3, stall: 2 * time.Minute}
+	o := options{nodes: 1000, pods: 5000, runs: 3, stall: 2 * time.Minute, replicas: 1, front: frontRequest}
 	flag.IntVar(&o.nodes, "nodes", o.nodes, "nodes of 8 x 16 GiB cards")
 	flag.IntVar(&o.pods, "pods", o.pods, "pods of 1-8 GiB, created by 16 goroutines")
 	flag.IntVar(&o.runs, "runs", o.runs, "runs of each mode")
@@ -57,7 +89,10 @@ func main() {
 	flag.Float64Var(&o.createQPS, "create-qps", 0, "client QPS of the 16 goroutines creating the pods, burst twice that (0: no limit, the pods arrive as fast as kube-apiserver takes them and the run measures each mode's capacity; 200: they arrive at about 200 per second)")
 	flag.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration of the extender's runs (default: the shipped config/scheduler-config.yaml); kube-scheduler alone runs with its defaults")
 	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces (e.g. --filter-chooses-node=false)")
+	flag.IntVar(&o.replicas, "replicas", o.replicas, "extender replicas of the extender's runs; 2 or more run with leader election (only the leader binds) behind --front")
+	flag.StringVar(&o.front, "front", o.front, "how kube-scheduler reaches the replicas: request (each call to the next ready replica) or connection (each TCP connection, as a Service through kube-proxy); given with --replicas 1, the one replica is reached through it too")
 	flag.Parse()
+	flag.Visit(func(f *flag.Flag) { o.frontSet = o.frontSet || f.Name == "front" })
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)
 	stop()
@@ -75,6 +110,12 @@ func run(ctx context.Context, o options) error {
 	if o.nodes < 1 || o.pods < 1 || o.runs < 1 {
 		return fmt.Errorf("--nodes, --pods and --runs must be positive")
 	}
+	if o.replicas < 1 || o.replicas > maxReplicas {
+		return fmt.Errorf("--replicas must be between 1 and %d", maxReplicas)
+	}
+	if o.front != frontRequest && o.front != frontConnection {
+		return fmt.Errorf("--front must be %s or %s, not %q", frontRequest, frontConnection, o.front)
+	}
 	if o.pods > o.nodes*8*16/2 {
 		return fmt.Errorf("%d pods of up to 8 GiB may not fit %d nodes of 8 x 16 GiB; use at most %d", o.pods, o.nodes, o.nodes*8*16/2)
 	}
@@ -88,7 +129,7 @@ func run(ctx context.Context, o options) error {
 	if err := os.WriteFile(alone, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"), 0o644); err != nil {
 		return err
 	}
-	rep := report{Nodes: o.nodes, Pods: o.pods}
+	rep := report{Nodes: o.nodes, Pods: o.pods, Replicas: o.replicas, Front: o.frontUsed()}
 	for i := range o.runs {
 		for _, m := range []mode{{name: modeAlone, config: alone}, {name: modeExtender, config: o.schedulerConfig, extender: ext}} {
 			b := &bench{o: o, mode: m, opts: framework.Options{Root: root, Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("%s-%d", m.name, i+1)),

@@ -15,8 +15,12 @@ import (
 
 // report is the JSON object on the last line.
 type report struct {
-	Nodes              int      `json:"nodes"`
-	Pods               int      `json:"pods"`
+	Nodes int `json:"nodes"`
+	Pods  int `json:"pods"`
+	// Replicas is the number of extender replicas in the extender's runs, and Front how
+	// kube-scheduler reached them: none (directly), request or connection.
+	Replicas           int      `json:"replicas"`
+	Front              string   `json:"front"`
 	Runs               []result `json:"runs"`
 	OvercommittedCards int      `json:"overcommitted_cards"`
 }
@@ -52,6 +56,7 @@ func (r *report) write(w io.Writer, o options) error {
 	if o.schedulerConfig != "" {
 		pr.Printf("the extender's runs: kube-scheduler with %s\n", o.schedulerConfig)
 	}
+	pr.Printf("the extender's runs: %s\n", replicasLine(r.Replicas, r.Front))
 	pr.Printf("%s\n", "mode\tpods/s\tcreate→bound p50\tp99\tbind failures\tbound\t")
 	for _, res := range r.Runs {
 		stalled := ""
@@ -60,11 +65,50 @@ func (r *report) write(w io.Writer, o options) error {
 		}
 		pr.Printf("%s\t%.1f\t%.0f ms\t%.0f ms\t%d\t%d%s\t\n", res.Mode, res.PodsPerS, res.P50Ms, res.P99Ms, res.BindFailures, res.bound, stalled)
 	}
+	r.writeReplicas(pr)
 	r.writeCPU(pr)
 	aloneRate, aloneP99 := r.median(modeAlone)
 	extRate, extP99 := r.median(modeExtender)
 	pr.Printf("median\textender %.0f %% of kube-scheduler alone's pods/s, p99 %.2fx\t\t\t\t\t\n", 100*extRate/aloneRate, extP99/aloneP99)
 	return pr.Finish(tw.Flush, w, r)
+}
+
+// replicasLine says how many replicas the extender's runs had and how kube-scheduler reached
+// them.
+func replicasLine(replicas int, front string) string {
+	s := "1 replica"
+	if replicas > 1 {
+		s = fmt.Sprintf("%d replicas with leader election (only the leader binds)", replicas)
+	}
+	switch front {
+	case frontRequest:
+		return s + " behind a per-request front (each call to the next ready replica)"
+	case frontConnection:
+		return s + " behind a per-connection front (each TCP connection to the next ready replica, as a Service)"
+	default:
+		return s + ", called directly"
+	}
+}
+
+// writeReplicas prints, per extender run, what each replica bound and refused (its
+// gpushare_bind_total and gpushare_bind_failures_total), the filter calls it answered and, with
+// the connection front, the connections it received.
+func (r *report) writeReplicas(pr *framework.Printer) {
+	pr.Printf("replica\tleading\tbinds\tbind failures\tfilters\tconnections\t\n")
+	run := 0
+	for _, res := range r.Runs {
+		if res.Mode != modeExtender {
+			continue
+		}
+		run++
+		for _, st := range res.Replicas {
+			conns := "-"
+			if st.Connections != nil {
+				conns = fmt.Sprint(*st.Connections)
+			}
+			pr.Printf("%s run %d: %s\t%t\t%d\t%d\t%d\t%s\t\n", res.Mode, run, st.Name, st.Leading, st.Binds, st.BindFailures, st.Filters, conns)
+		}
+	}
 }
 
 func medianOf(v []float64) float64 {

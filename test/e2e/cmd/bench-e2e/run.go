@@ -47,7 +47,12 @@ type bench struct {
 	mode mode
 	opts framework.Options
 	c    *framework.Cluster
-	ext  *framework.Extender
+	// exts are the extender's replicas (none alone), named by names; ext is the first.
+	exts  []*framework.Extender
+	names []string
+	ext   *framework.Extender
+	// conns, with the connection front, says how many connections each replica received.
+	conns func() []int
 
 	mu      sync.Mutex
 	created map[string]time.Time
@@ -61,6 +66,8 @@ type result struct {
 	P50Ms        float64 `json:"p50_ms"`
 	P99Ms        float64 `json:"p99_ms"`
 	BindFailures int     `json:"bind_failures"`
+	// Replicas are the extender's replicas' own counts (extender runs only).
+	Replicas []replicaStats `json:"replicas,omitempty"`
 	// bound counts the pods bound; fewer than the pods created means the run stalled.
 	bound         int
 	stalled       bool
@@ -68,6 +75,20 @@ type result struct {
 	// cpu is the CPU time each process used from the first pod created to the last bound
 	// ("bench" is this program: creating the pods and watching them).
 	cpu map[string]time.Duration
+}
+
+// replicaStats is what one extender replica did in a run, by its /metrics.
+type replicaStats struct {
+	Name string `json:"name"`
+	// Leading is whether it led at the end of the run.
+	Leading bool `json:"leading"`
+	// Binds and BindFailures are its gpushare_bind_total and gpushare_bind_failures_total (a
+	// follower refuses every bind it is sent), Filters its gpushare_filter_total.
+	Binds        int `json:"binds"`
+	BindFailures int `json:"bind_failures"`
+	Filters      int `json:"filters"`
+	// Connections is how many connections the connection front gave it (that front only).
+	Connections *int `json:"connections,omitempty"`
 }
 
 func (r result) String() string {
@@ -93,21 +114,13 @@ func (b *bench) run(ctx context.Context) (result, error) {
 		return result{}, err
 	}
 	host := "127.0.0.1:1" // kube-scheduler alone: no extender in its configuration
-	profileAddr := ""
+	var profileAddrs []string
 	if b.mode.extender != "" {
-		args := append([]string{"--v=1"}, strings.Fields(b.o.extenderArgs)...)
-		if b.o.profile != "" {
-			port, err := framework.FreePort()
-			if err != nil {
-				return result{}, err
-			}
-			profileAddr = fmt.Sprintf("127.0.0.1:%d", port)
-			args = append(args, "--profiling-address="+profileAddr)
-		}
-		if b.ext, err = c.StartExtender(ctx, b.mode.extender, 0, args...); err != nil {
+		var closeFront func()
+		if host, profileAddrs, closeFront, err = b.startExtenders(ctx); err != nil {
 			return result{}, err
 		}
-		host = b.ext.Host()
+		defer closeFront()
 	}
 	if err := c.StartScheduler(host); err != nil {
 		return result{}, err
@@ -131,8 +144,8 @@ func (b *bench) run(ctx context.Context) (result, error) {
 
 	cpuBefore := b.cpuTimes()
 	reqBefore := b.apiRequests(ctx)
-	if profileAddr != "" {
-		go b.profile(ctx, profileAddr)
+	for i, addr := range profileAddrs {
+		go b.profile(ctx, b.names[i], addr)
 	}
 	if b.o.profile != "" {
 		go b.profileAPIServer(ctx)
@@ -154,13 +167,16 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	}
 	lat := b.latencies()
 	logf("%s run: the slowest 1%% of pods by the second they were created in: %s", b.mode.name, b.tail(start))
-	if b.ext != nil {
-		b.logHandlerTimes(ctx)
+	for i, ext := range b.exts {
+		b.logHandlerTimes(ctx, b.names[i], ext)
 	}
 	b.logAPIRequests(ctx, reqBefore)
 	res.PodsPerS = float64(res.bound) / elapsed.Seconds()
 	res.P50Ms, res.P99Ms = ms(framework.Percentile(lat, 0.5)), ms(framework.Percentile(lat, 0.99))
 	if res.BindFailures, err = b.bindFailures(ctx); err != nil {
+		return res, err
+	}
+	if res.Replicas, err = b.replicaStats(ctx); err != nil {
 		return res, err
 	}
 	if res.overcommitted, err = b.check(ctx); err != nil {
@@ -169,14 +185,124 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	return res, nil
 }
 
-// profile writes a 30 s CPU profile of the extender into o.profile.
-func (b *bench) profile(ctx context.Context, addr string) {
-	path := filepath.Join(b.o.profile, filepath.Base(b.opts.Dir)+".pprof")
+// letters name the replicas, one each (maxReplicas).
+const letters = "abcdefghijklmnopqrstuvwxyz"
+
+// replicaName is the process name of extender replica i: "extender", then "extender-b",
+// "extender-c"...; replicaIdentity is its name in the leader election's Lease.
+func replicaName(i int) string {
+	if i == 0 {
+		return "extender"
+	}
+	return "extender-" + letters[i:i+1]
+}
+
+func replicaIdentity(i int) string { return "ext-" + letters[i:i+1] }
+
+// startExtenders starts the extender's replicas and, with several or with --front, the front
+// before them. It returns the host kube-scheduler calls, each replica's profiling address (with
+// --cpu-profile) and what closes the front.
+func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs []string, closeFront func(), err error) {
+	closeFront = func() {}
+	for i := range b.o.replicas {
+		args := append([]string{"--v=1"}, strings.Fields(b.o.extenderArgs)...)
+		if b.o.replicas > 1 {
+			args = append(args, "--leader-elect=true", "--leader-elect-identity="+replicaIdentity(i))
+		}
+		if b.o.profile != "" {
+			port, err := framework.FreePort()
+			if err != nil {
+				return "", nil, closeFront, err
+			}
+			profileAddrs = append(profileAddrs, fmt.Sprintf("127.0.0.1:%d", port))
+			args = append(args, "--profiling-address="+profileAddrs[i])
+		}
+		ext, err := b.c.StartExtenderAs(ctx, replicaName(i), b.mode.extender, 0, args...)
+		if err != nil {
+			return "", nil, closeFront, fmt.Errorf("%s: %w", replicaName(i), err)
+		}
+		b.exts, b.names = append(b.exts, ext), append(b.names, replicaName(i))
+	}
+	b.ext = b.exts[0]
+	if b.o.replicas > 1 {
+		if err := b.waitLeader(ctx); err != nil {
+			return "", nil, closeFront, err
+		}
+	}
+	switch b.o.frontUsed() {
+	case frontNone:
+		return b.ext.Host(), profileAddrs, closeFront, nil
+	case frontConnection:
+		f, err := b.c.StartConnFront(b.exts...)
+		if err != nil {
+			return "", nil, closeFront, err
+		}
+		b.conns = f.Conns
+		return f.Host, profileAddrs, f.Close, nil
+	default:
+		f, err := b.c.StartRoundRobin(b.exts...)
+		if err != nil {
+			return "", nil, closeFront, err
+		}
+		return f.Host, profileAddrs, f.Close, nil
+	}
+}
+
+// waitLeader waits until one replica says it leads, and logs which.
+func (b *bench) waitLeader(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return framework.WaitFor(ctx, 250*time.Millisecond, "an extender replica to lead", func() (bool, error) {
+		for i, ext := range b.exts {
+			if lead, err := ext.Leading(ctx); err == nil && lead {
+				logf("%s (%s) leads", b.names[i], replicaIdentity(i))
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// replicaStats reads each replica's bind and filter counters (and whether it leads), and the
+// connections the connection front gave it.
+func (b *bench) replicaStats(ctx context.Context) ([]replicaStats, error) {
+	var conns []int
+	if b.conns != nil {
+		conns = b.conns()
+	}
+	out := make([]replicaStats, 0, len(b.exts))
+	for i, ext := range b.exts {
+		m, err := ext.Metrics(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s metrics: %w", b.names[i], err)
+		}
+		lead, err := ext.Leading(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s /readyz: %w", b.names[i], err)
+		}
+		st := replicaStats{Name: b.names[i], Leading: lead, Binds: int(m["gpushare_bind_total"]),
+			BindFailures: int(m["gpushare_bind_failures_total"]), Filters: int(m["gpushare_filter_total"])}
+		if conns != nil {
+			st.Connections = &conns[i]
+		}
+		logf("%s: %d binds, %d bind failures, %d filters, leading %t", st.Name, st.Binds, st.BindFailures, st.Filters, st.Leading)
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// profile writes a 20 s CPU profile of the extender replica name into o.profile.
+func (b *bench) profile(ctx context.Context, name, addr string) {
+	file := filepath.Base(b.opts.Dir) + ".pprof"
+	if name != replicaName(0) {
+		file = filepath.Base(b.opts.Dir) + "-" + name + ".pprof"
+	}
+	path := filepath.Join(b.o.profile, file)
 	if err := framework.SaveProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=20", path); err != nil {
-		logf("profile: %v", err)
+		logf("profile of %s: %v", name, err)
 		return
 	}
-	logf("CPU profile of the extender: %s", path)
+	logf("CPU profile of %s: %s", name, path)
 }
 
 // profileAPIServer writes a 20 s CPU profile of kube-apiserver into o.profile.
@@ -204,7 +330,7 @@ func (b *bench) cpuTimes() map[string]time.Duration {
 }
 
 // addNodes creates the nodes, 16 at a time, each with 8 cards of 16 GiB published as the
-// share-plugin does; with the extender it waits until the extender's cache holds them all.
+// share-plugin does; with the extender it waits until every replica's cache holds them all.
 func (b *bench) addNodes(ctx context.Context) error {
 	sem := make(chan struct{}, 16)
 	errs := make(chan error, b.o.nodes)
@@ -224,16 +350,19 @@ func (b *bench) addNodes(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.ext == nil {
-		return nil
-	}
-	return framework.WaitFor(ctx, 250*time.Millisecond, "extender cache to hold every node", func() (bool, error) {
-		var inv struct {
-			Nodes []struct{} `json:"nodes"`
+	for i, ext := range b.exts {
+		err := framework.WaitFor(ctx, 250*time.Millisecond, b.names[i]+" cache to hold every node", func() (bool, error) {
+			var inv struct {
+				Nodes []struct{} `json:"nodes"`
+			}
+			err := ext.GetJSON(ctx, framework.ExtenderPrefix+"/inspect", &inv)
+			return err == nil && len(inv.Nodes) == b.o.nodes, err
+		})
+		if err != nil {
+			return err
 		}
-		err := b.ext.GetJSON(ctx, framework.ExtenderPrefix+"/inspect", &inv)
-		return err == nil && len(inv.Nodes) == b.o.nodes, err
-	})
+	}
+	return nil
 }
 
 // creator returns the client that creates the pods: limited to o.createQPS, none when 0.
@@ -351,12 +480,12 @@ func (b *bench) tail(start time.Time) string {
 	return strings.Join(parts, " ")
 }
 
-// logHandlerTimes logs the extender's own time per filter and bind call (its
+// logHandlerTimes logs an extender replica's own time per filter and bind call (its
 // request-duration histogram): the mean and the share of calls within some bounds.
-func (b *bench) logHandlerTimes(ctx context.Context) {
-	m, err := b.ext.Metrics(ctx)
+func (b *bench) logHandlerTimes(ctx context.Context, replica string, ext *framework.Extender) {
+	m, err := ext.Metrics(ctx)
 	if err != nil {
-		logf("extender metrics: %v", err)
+		logf("%s metrics: %v", replica, err)
 		return
 	}
 	const name = "gpushare_extender_request_duration_seconds"
@@ -365,7 +494,7 @@ func (b *bench) logHandlerTimes(ctx context.Context) {
 		if count == 0 {
 			continue
 		}
-		msg := fmt.Sprintf("extender %s: %.0f calls, mean %.2f ms;", verb, count, 1000*m[fmt.Sprintf(`%s_sum{verb=%q}`, name, verb)]/count)
+		msg := fmt.Sprintf("%s %s: %.0f calls, mean %.2f ms;", replica, verb, count, 1000*m[fmt.Sprintf(`%s_sum{verb=%q}`, name, verb)]/count)
 		for _, le := range []string{"0.001", "0.0025", "0.005", "0.01", "0.025"} {
 			msg += fmt.Sprintf(" <=%s s %.1f%%", le, 100*m[fmt.Sprintf(`%s_bucket{verb=%q,le=%q}`, name, verb, le)]/count)
 		}
@@ -390,17 +519,19 @@ func (b *bench) bindFailures(ctx context.Context) (int, error) {
 }
 
 // check returns the number of cards over capacity: with the extender, by the placements and
-// its audit (an error when anything else is wrong); alone, kube-scheduler only counts a node's
-// total, which is checked per node.
+// each replica's audit (an error when anything else is wrong); alone, kube-scheduler only
+// counts a node's total, which is checked per node.
 func (b *bench) check(ctx context.Context) (int, error) {
-	if b.ext != nil {
-		inv, err := b.c.CheckInvariants(ctx, namespace, b.ext)
+	for i, ext := range b.exts {
+		inv, err := b.checkReplica(ctx, ext)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("%s: %w", b.names[i], err)
 		}
 		if !inv.OK() {
-			return len(inv.Overcommitted), fmt.Errorf("invariant check failed: %s", inv)
+			return len(inv.Overcommitted), fmt.Errorf("invariant check failed (%s): %s", b.names[i], inv)
 		}
+	}
+	if b.ext != nil {
 		return 0, nil
 	}
 	pods, err := b.c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
@@ -422,6 +553,23 @@ func (b *bench) check(ctx context.Context) (int, error) {
 		return over, fmt.Errorf("%d nodes hold more gpu-mem than they have", over)
 	}
 	return 0, nil
+}
+
+// checkReplica checks the invariants with ext's audit, again for up to 10 s while they do not
+// hold: a follower's cache learns the leader's last binds from its watch, a moment later.
+func (b *bench) checkReplica(ctx context.Context, ext *framework.Extender) (framework.Invariants, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		inv, err := b.c.CheckInvariants(ctx, namespace, ext)
+		if err != nil || inv.OK() || time.Now().After(deadline) {
+			return inv, err
+		}
+		select {
+		case <-ctx.Done():
+			return inv, nil
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // apiRequests is kube-apiserver's count of requests so far by verb, resource and subresource
