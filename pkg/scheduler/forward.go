@@ -112,6 +112,10 @@ func (h *Handler) forwardedVerb(verb string, handle httprouter.Handle) httproute
 			case <-time.After(forwardRetry):
 			}
 		}
+		if ctx.Err() != nil { // the caller gave up (kube-scheduler's httpTimeout): nobody reads an answer
+			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: no leader reached before the call ended: %w", r.URL.Path, context.Cause(ctx)))
+			return
+		}
 		local.Inc()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))

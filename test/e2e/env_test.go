@@ -71,7 +71,7 @@ func newEnvWithoutScheduler(t *testing.T, extenderFlags ...string) *env {
 }
 
 func dumpLogs(t *testing.T, dir string) {
-	for _, name := range []string{"extender", "extender-b", "kube-scheduler", "kube-controller-manager", "share-plugin", "kubelet", "containerd"} {
+	for _, name := range []string{"extender", "extender-a", "extender-b", "kube-scheduler", "kube-controller-manager", "share-plugin", "kubelet", "containerd"} {
 		p := filepath.Join(dir, name+".log")
 		if _, err := os.Stat(p); err == nil {
 			t.Logf("---- last lines of %s ----\n%s", p, framework.TailFile(p, 40))

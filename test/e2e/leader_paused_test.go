@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,13 +41,14 @@ const (
 // the Lease and binds; the old leader is resumed (SIGCONT) after 15 s or 30 s, with Binding
 // calls of kube-scheduler queued on it and more pods arriving. Before the fence it went on
 // binding on its stale cache for up to the renew deadline (45 and 55 cards over capacity in the
-// probe). Now it must refuse at once: gpushare_leader 0 as soon as it runs again, every bind it
-// is sent refused as not the leader, and it binds nothing after it resumed; every pod is bound
+// probe). Now it must stop at once: gpushare_leader 0 as soon as it runs again, every bind it
+// is sent forwarded to the new leader or refused at the fence, and it binds nothing after it resumed; every pod is bound
 // once and no card is over capacity, by the API's annotations and by both replicas' audits,
 // and the resumed replica does not take the Lease back (client-go's release after its failed
 // renewal once cleared the new leader's Lease: both led for 5 s, 13 cards over capacity).
-// kube-scheduler runs with a 5 s extender httpTimeout (pausedHTTPTimeout says why) and the front
-// gets some other traffic (trickle says why).
+// The follower forwards every verb to the leader, so the replica the front picks makes no
+// difference: it never refuses a bind for not leading. kube-scheduler runs with a 5 s extender
+// httpTimeout (pausedHTTPTimeout says why).
 func TestLeaderPausedMidBurst(t *testing.T) {
 	for _, pause := range []time.Duration{15 * time.Second, 30 * time.Second} {
 		t.Run(fmt.Sprintf("%.0fs", pause.Seconds()), func(t *testing.T) { leaderPausedMidBurst(t, pause) })
@@ -68,8 +67,6 @@ func leaderPausedMidBurst(t *testing.T, pause time.Duration) {
 		t.Fatal(err)
 	}
 	t.Cleanup(front.Close)
-	stopTrickle := e.trickle(front.Host)
-	t.Cleanup(stopTrickle)
 	e.c.SchedulerConfig = shortExtenderTimeout(t, e.c.Dir)
 	if err := e.c.StartScheduler(front.Host); err != nil {
 		t.Fatal(err)
@@ -183,20 +180,28 @@ func leaderPausedMidBurst(t *testing.T, pause time.Duration) {
 		duringPause, atResume, leaderGauge, gaugeAfter.Seconds()*1000)
 	t.Logf("binds: old leader %g (%g by 2 s after SIGCONT), new leader %g; bind failures: old %g, new %g; "+
 		"rollbacks: old %g, new %g; refused as not leader: old %d at entry + %d fenced at the write (after SIGCONT: %d + %d, and %d placements), "+
-		"new %d + %d; all %d pods bound %.1f s after the burst began, %.1f s after SIGCONT",
+		"new %d + %d; binds forwarded: by the resumed replica %g, by the follower %g; all %d pods bound %.1f s after the burst began, %.1f s after SIGCONT",
 		mOld["gpushare_bind_total"], oldBindsAfterResume, mNew["gpushare_bind_total"],
 		mOld["gpushare_bind_failures_total"], mNew["gpushare_bind_failures_total"],
 		mOld["gpushare_bind_rollbacks_total"], mNew["gpushare_bind_rollbacks_total"],
 		oldEntry, oldFenced, refusedAtEntry, fencedAtWrite, placedAfterResume, newEntry, newFenced,
-		pods, finished.Sub(start).Seconds(), finished.Sub(resumed).Seconds())
+		mOld[forwarded("bind", "forwarded")], mNew[forwarded("bind", "forwarded")], pods, finished.Sub(start).Seconds(), finished.Sub(resumed).Seconds())
 	if resumeLines := firstLines(after, "Bind", 8); resumeLines != "" {
 		t.Logf("resumed replica's first bind lines after SIGCONT:\n%s", resumeLines)
 	}
 
 	// The resumed replica was sent binds (those queued on it during the pause, and half of the
-	// second wave's): it refused them, and bound nothing once it ran again.
-	if refusedAtEntry+fencedAtWrite == 0 {
-		t.Errorf("resumed replica refused no bind as not the leader after SIGCONT; its log since:\n%s", firstLines(after, "", 40))
+	// second wave's): it forwarded them to the new leader or, for binds it had begun before
+	// the pause, refused them at the fence; it bound nothing once it ran again. It led until
+	// the pause, so every bind it forwarded was forwarded after SIGCONT.
+	forwardedAfterResume := mOld[forwarded("bind", "forwarded")]
+	if refusedAtEntry+fencedAtWrite == 0 && forwardedAfterResume == 0 {
+		t.Errorf("resumed replica neither forwarded nor refused a bind after SIGCONT; its log since:\n%s", firstLines(after, "", 40))
+	}
+	// The follower never refused a bind for not leading: it forwarded them to the leader, and
+	// while none could be reached it held them until it led itself (forward.go).
+	if newEntry+newFenced != 0 {
+		t.Errorf("the follower refused %d binds as not the leader, want none: %s", newEntry+newFenced, firstLines(string(newAll), "not the leader", 3))
 	}
 	if releadAfterResume { // client-go's release after the failed renewal once cleared the new leader's Lease
 		t.Errorf("resumed replica took the Lease back from the new leader: %s", firstLines(after, "Leading: this replica binds", 1))
@@ -251,34 +256,6 @@ func shortExtenderTimeout(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// trickle sends GET /version through the front at random intervals (20-200 ms) until stopped.
-// kube-scheduler alone calls the front strictly in turn: filter, then bind, per pod. Once a few
-// pods are left, retried one at a time, each filter lands on one replica and each bind on the
-// other, every time: in the first run of this test the last 6 pods were filtered by the leader
-// and refused by the follower, every 11 s, for 5 minutes. Other callers of the extender (the
-// prioritize calls of pods without gpu-mem, in a real cluster) break that lockstep; this stands
-// in for them.
-func (e *env) trickle(frontHost string) (stop func()) {
-	client, err := e.c.ExtenderClient(true)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			var v map[string]string
-			_ = framework.GetJSON(ctx, client, "https://"+frontHost+"/version", &v)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(20+rand.IntN(180)) * time.Millisecond): //nolint:gosec // G404: jitter, not a secret
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // fileSize is the size of the file at path.
