@@ -17,4 +17,9 @@ const (
 	MaxInventoryBytes = 64 << 10
 	// MaxGPUFieldLength bounds a card's UUID and model strings in the node annotation.
 	MaxGPUFieldLength = 256
+	// MaxLinksLength bounds a card's links (GPU.Links): 64 tokens of at most 4 bytes and
+	// their spaces. 64 cards' links take about 20 KiB of the inventory's MaxInventoryBytes.
+	MaxLinksLength = 320
+	// MaxNUMANode bounds a card's NUMA node (Linux allows 1,024).
+	MaxNUMANode = 1023
 )

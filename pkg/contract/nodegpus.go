@@ -26,6 +26,13 @@ type GPU struct {
 	// asked: MemoryLimitHAMiCore, MemoryLimitNone, MemoryLimitUnavailable (asked for, but the
 	// library is missing or unusable: no limits). Empty from plugins older than the field.
 	MemoryLimit string `json:"memoryLimit,omitempty"`
+	// NUMA is the NUMA node of the card's PCIe device (NVML, else sysfs); nil: unknown.
+	NUMA *int `json:"numa,omitempty"`
+	// Links is the card's row of the node's link matrix (topology.go): one token per card in
+	// index order, "X" for itself. Empty: unknown (TopologyOf).
+	Links string `json:"links,omitempty"`
+	// TopologyVersion is the version of Links' grammar (TopologyVersion); 0 without Links.
+	TopologyVersion int `json:"topologyVersion,omitempty"`
 }
 
 // Values of GPU.MemoryLimit.
@@ -72,6 +79,10 @@ func DecodeGPUs(raw string) ([]GPU, error) {
 			return nil, fmt.Errorf("%w: GPU %d has %d units, at most %d are accepted", ErrInvalidInventory, g.Index, g.Units, MaxUnitsPerGPU)
 		case len(g.UUID) > MaxGPUFieldLength || len(g.Model) > MaxGPUFieldLength || len(g.MemoryLimit) > MaxGPUFieldLength:
 			return nil, fmt.Errorf("%w: GPU %d's UUID, model or memory limit is longer than %d bytes", ErrInvalidInventory, g.Index, MaxGPUFieldLength)
+		case len(g.Links) > MaxLinksLength:
+			return nil, fmt.Errorf("%w: GPU %d's links are longer than %d bytes", ErrInvalidInventory, g.Index, MaxLinksLength)
+		case g.NUMA != nil && (*g.NUMA < 0 || *g.NUMA > MaxNUMANode):
+			return nil, fmt.Errorf("%w: GPU %d's NUMA node %d is not between 0 and %d", ErrInvalidInventory, g.Index, *g.NUMA, MaxNUMANode)
 		}
 		seen[g.Index] = true
 	}
