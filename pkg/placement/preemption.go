@@ -1,0 +1,164 @@
+package placement
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gpushare/gpushare/pkg/gpumem"
+)
+
+// Preemption frees one card for a pod that fits none: it evicts pods of lower priority from
+// that card only, choosing the card and the pods that cost least (PreemptionPlan.Compare). The
+// pod's memory must then fit on the card once those pods are gone. It covers pods of one
+// container on one card, the shape of nearly every shared-GPU pod; a pod spanning several
+// cards or containers does not preempt (PreemptionUnsupported).
+
+// VictimInfo is what the planner must know of a pod on the node beyond its PodInfo.
+type VictimInfo struct {
+	// Priority is the pod's priority (spec.priority).
+	Priority int32
+	// Terminating: the pod is already being deleted; its memory is freed without an eviction.
+	Terminating bool
+	// Protected: the pod may not be evicted (it is gone from the API, or the caller excludes
+	// it); it keeps its memory.
+	Protected bool
+}
+
+// PreemptionPlan evicts Victims from the card at position GPU of Node so that the pod fits there.
+type PreemptionPlan struct {
+	// Node is the node's name; GPU the card's position in its GPUs, Index its NVML index.
+	Node       string
+	GPU, Index int
+	// Victims are the pods to evict, largest first; Waiting the pods already terminating on
+	// the card whose memory the pod also waits for.
+	Victims, Waiting []PodInfo
+	// Units is what the victims free on the card; Need what the pod asks.
+	Units, Need int64
+	// MaxPriority and SumPriority are over the victims.
+	MaxPriority int32
+	SumPriority int64
+}
+
+// Compare orders plans by cost: fewer victims, then a lower highest priority among them, then
+// a lower sum of their priorities, then less memory evicted; then by node name and card, so
+// that the choice is the same on every replica.
+func (p *PreemptionPlan) Compare(q *PreemptionPlan) int {
+	return cmp.Or(cmp.Compare(len(p.Victims), len(q.Victims)), cmp.Compare(p.MaxPriority, q.MaxPriority),
+		cmp.Compare(p.SumPriority, q.SumPriority), cmp.Compare(p.Units, q.Units),
+		cmp.Compare(p.Node, q.Node), cmp.Compare(p.GPU, q.GPU))
+}
+
+// PreemptionUnsupported reports whether req's shape is one preemption does not plan for: more
+// than one container asking gpu-mem, or one spanning several cards.
+func PreemptionUnsupported(req *gpumem.PodRequest) bool {
+	return len(req.Containers) != 1 || req.Containers[0].GPUs != 1
+}
+
+// maxVictimCombinations bounds the subsets of a card's pods tried for one card; past it the
+// cheapest-first greedy choice stands.
+const maxVictimCombinations = 20000
+
+// PlanPreemption is the cheapest way to fit req on one card of node by evicting pods of lower
+// priority than priority from that card: false when no card can be freed (no card of the
+// pod's model large enough, or too little held there by lower-priority pods). info says each
+// pod's priority and whether it is terminating or protected.
+func PlanPreemption(node *NodeInfo, req *gpumem.PodRequest, priority int32, info func(*PodInfo) VictimInfo) (PreemptionPlan, bool) {
+	var best PreemptionPlan
+	found := false
+	if PreemptionUnsupported(req) {
+		return best, false
+	}
+	need := req.Containers[0].Units
+	type held struct {
+		pod   *PodInfo
+		units int64
+		vi    VictimInfo
+	}
+	for g := range node.GPUs {
+		card := &node.GPUs[g]
+		if !card.Healthy || card.Capacity < need || (len(req.Models) > 0 && !req.AcceptsModel(card.Model)) {
+			continue
+		}
+		free := card.Free()
+		var candidates, waiting []held
+		for i := range node.Pods {
+			p := &node.Pods[i]
+			units := p.Allocation.PerGPU()[card.Index]
+			if units == 0 {
+				continue
+			}
+			vi := info(p)
+			switch {
+			case vi.Terminating:
+				free += units
+				waiting = append(waiting, held{pod: p, units: units, vi: vi})
+			case !vi.Protected && vi.Priority < priority:
+				candidates = append(candidates, held{pod: p, units: units, vi: vi})
+			}
+		}
+		deficit := need - free
+		if deficit <= 0 && len(waiting) == 0 {
+			continue // fits now: the caller did not need to preempt here
+		}
+		// The fewest victims: the largest first reach the deficit soonest.
+		slices.SortFunc(candidates, func(a, b held) int {
+			return cmp.Or(cmp.Compare(b.units, a.units), cmp.Compare(a.vi.Priority, b.vi.Priority), CompareKeys(a.pod, b.pod))
+		})
+		k, sum := 0, int64(0) // with deficit <= 0, no victims: the pod waits for the terminating ones
+		for k < len(candidates) && sum < deficit {
+			sum += candidates[k].units
+			k++
+		}
+		if sum < deficit {
+			continue
+		}
+		// Of the sets of k pods that free enough, the cheapest (Compare); an exhaustive search
+		// over the card's candidates, bounded.
+		plan := func(set []int) PreemptionPlan {
+			p := PreemptionPlan{Node: node.Name, GPU: g, Index: card.Index, Need: need}
+			for _, i := range set {
+				c := candidates[i]
+				p.Victims = append(p.Victims, *c.pod)
+				p.Units += c.units
+				if len(p.Victims) == 1 || c.vi.Priority > p.MaxPriority {
+					p.MaxPriority = c.vi.Priority
+				}
+				p.SumPriority += int64(c.vi.Priority)
+			}
+			for _, w := range waiting {
+				p.Waiting = append(p.Waiting, *w.pod)
+			}
+			return p
+		}
+		set := make([]int, k)
+		for i := range set {
+			set[i] = i
+		}
+		cardBest := plan(set)
+		tried := 0
+		var walk func(start, depth int, units int64)
+		walk = func(start, depth int, units int64) {
+			if tried >= maxVictimCombinations {
+				return
+			}
+			if depth == k {
+				tried++
+				if units >= deficit {
+					if p := plan(set); p.Compare(&cardBest) < 0 {
+						cardBest = p
+					}
+				}
+				return
+			}
+			for i := start; i <= len(candidates)-(k-depth); i++ {
+				set[depth] = i
+				walk(i+1, depth+1, units+candidates[i].units)
+			}
+		}
+		walk(0, 0, 0)
+		if !found || cardBest.Compare(&best) < 0 {
+			best, found = cardBest, true
+		}
+	}
+	return best, found
+}

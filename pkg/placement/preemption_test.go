@@ -1,0 +1,121 @@
+package placement_test
+
+import (
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/placement"
+)
+
+func TestPlanPreemption(t *testing.T) {
+	on := func(name, alloc string, units int64) *v1.Pod {
+		return st.MakePod().Name(name).GPUMem(units).Node("n").Placement(alloc).Obj()
+	}
+	// priorities by pod name; "t-" pods are terminating, "keep-" pods protected.
+	prio := map[string]int32{"a": 0, "b": 0, "c": 0, "d": 5, "e": 1, "hi": 100, "eq": 10, "neg": -5}
+	info := func(p *placement.PodInfo) placement.VictimInfo {
+		return placement.VictimInfo{Priority: prio[p.Name], Terminating: p.Name[0] == 't', Protected: p.Name[0] == 'k'}
+	}
+	tests := []struct {
+		name        string
+		node        *v1.Node
+		pods        []*v1.Pod
+		ask         *v1.Pod
+		priority    int32
+		wantVictims []string // nil: no plan
+		wantGPU     int
+	}{
+		{
+			name: "fragmented: one small victim on one card, not the big one",
+			node: st.MakeNode("n").GPUs(16, 16).Obj(),
+			pods: []*v1.Pod{on("a", `{"0":{"0":6}}`, 6), on("b", `{"0":{"0":4}}`, 4), on("c", `{"0":{"1":10}}`, 10)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+			wantVictims: []string{"b"}, wantGPU: 0,
+		},
+		{
+			name: "lower priority wins at equal count",
+			node: st.MakeNode("n").GPUs(16, 16).Obj(),
+			pods: []*v1.Pod{on("d", `{"0":{"0":10}}`, 10), on("e", `{"0":{"1":10}}`, 10)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+			wantVictims: []string{"e"}, wantGPU: 1,
+		},
+		{
+			name: "fewest victims before lowest priority",
+			node: st.MakeNode("n").GPUs(16, 16).Obj(),
+			pods: []*v1.Pod{on("a", `{"0":{"0":5}}`, 5), on("b", `{"0":{"0":5}}`, 5), on("c", `{"0":{"0":6}}`, 6), on("d", `{"0":{"1":16}}`, 16)},
+			ask:  st.MakePod().Name("p").GPUMem(12).Obj(), priority: 10,
+			wantVictims: []string{"d"}, wantGPU: 1,
+		},
+		{
+			name: "equal priority is never a victim",
+			node: st.MakeNode("n").GPUs(16).Obj(),
+			pods: []*v1.Pod{on("eq", `{"0":{"0":12}}`, 12)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+		},
+		{
+			name: "higher priority is never a victim",
+			node: st.MakeNode("n").GPUs(16).Obj(),
+			pods: []*v1.Pod{on("hi", `{"0":{"0":12}}`, 12)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+		},
+		{
+			name: "a protected pod keeps its memory",
+			node: st.MakeNode("n").GPUs(16).Obj(),
+			pods: []*v1.Pod{on("keep", `{"0":{"0":12}}`, 12)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+		},
+		{
+			name: "card too small even empty",
+			node: st.MakeNode("n").GPUs(8).Obj(),
+			pods: []*v1.Pod{on("a", `{"0":{"0":8}}`, 8)},
+			ask:  st.MakePod().Name("p").GPUMem(12).Obj(), priority: 10,
+		},
+		{
+			name: "a terminating pod frees its memory without a victim",
+			node: st.MakeNode("n").GPUs(16).Obj(),
+			pods: []*v1.Pod{on("t1", `{"0":{"0":12}}`, 12)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+			wantVictims: []string{}, wantGPU: 0,
+		},
+		{
+			name: "negative priorities",
+			node: st.MakeNode("n").GPUs(16).Obj(),
+			pods: []*v1.Pod{on("neg", `{"0":{"0":12}}`, 12)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 0,
+			wantVictims: []string{"neg"}, wantGPU: 0,
+		},
+		{
+			name: "a two-card pod does not preempt",
+			node: st.MakeNode("n").GPUs(16, 16).Obj(),
+			pods: []*v1.Pod{on("a", `{"0":{"0":12}}`, 12), on("b", `{"0":{"1":12}}`, 12)},
+			ask:  st.MakePod().Name("p").GPUMem(16).Annotation(contract.DefaultGPUsPerContainer, "2").Obj(), priority: 10,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := nodeWith(t, tt.node, tt.pods...)
+			plan, ok := placement.PlanPreemption(node, mustRequest(t, tt.ask), tt.priority, info)
+			if tt.wantVictims == nil {
+				if ok {
+					t.Fatalf("PlanPreemption() = %+v, want no plan", plan)
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("PlanPreemption() found no plan")
+			}
+			got := []string{}
+			for _, v := range plan.Victims {
+				got = append(got, v.Name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.wantVictims) || plan.GPU != tt.wantGPU {
+				t.Errorf("victims %v on GPU %d, want %v on GPU %d", got, plan.GPU, tt.wantVictims, tt.wantGPU)
+			}
+		})
+	}
+}
