@@ -48,6 +48,8 @@ type config struct {
 	// leaderElect runs leader election among the replicas (only the leader binds).
 	leaderElect bool
 	election    scheduler.ElectionConfig
+	// preemption lets a gpu-mem pod that fits no card evict lower-priority pods from one card.
+	preemption bool
 	// forward has followers forward the verbs to the leader (scheduler.ForwardConfig).
 	forward bool
 	// profilingAddress, if set, serves Go's profiles on that loopback address.
@@ -74,7 +76,7 @@ func defaultConfig() config {
 		election.Identity, _ = os.Hostname()
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
-		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election, forward: true,
+		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election, forward: true, preemption: true,
 		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent,
 		gcMinHeadroom: resource.MustParse(defaultGCMinHeadroom)}
 }
@@ -127,6 +129,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.election.Name, "leader-elect-name", c.election.Name, "name of the Lease")
 	fs.StringVar(&c.election.Identity, "leader-elect-identity", c.election.Identity, "this replica's name in the Lease (default: $POD_NAME, else the host name)")
 	fs.StringVar(&c.election.Address, "leader-elect-advertise-address", "", "host:port the other replicas reach this one at, to forward the verbs while it leads (default: --address when it names a host, else $POD_IP with --address's port)")
+	fs.BoolVar(&c.preemption, "gpu-preemption", c.preemption, "a pod asking gpu-mem that fits no card evicts (Eviction API) the fewest lower-priority pods from the one card where that costs least, and the freed memory is held for it (docs/design.md, Preemption); false: kube-scheduler's own preemption, which sees gpu-mem only as a node total")
 	fs.BoolVar(&c.forward, "forward-to-leader", c.forward, "a follower forwards filter, prioritize, bind and preempt to the leader over mutual TLS (its serving certificate as client certificate), so that any replica can be called; false: followers answer filter and prioritize from their own caches and refuse binds")
 	fs.DurationVar(&c.election.LeaseDuration, "leader-elect-lease-duration", c.election.LeaseDuration, "how long a leader's Lease holds without renewal")
 	fs.DurationVar(&c.election.RenewDeadline, "leader-elect-renew-deadline", c.election.RenewDeadline, "how long a leader tries to renew before it stops binding")

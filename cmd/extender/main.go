@@ -96,7 +96,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	var warm atomic.Bool
 	ready := warm.Load
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
-		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses)}
+		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses), scheduler.WithPreemption(cfg.preemption)}
 	if cfg.bindEvents {
 		// Events go through a client of their own: sharing the binds' rate limiter, one event
 		// per bind halved the binds the extender could make per second. The extender drops
@@ -138,6 +138,9 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 			debug.FreeOSMemory() // the first lists' decoded objects, garbage now, back to the OS
 			ext.Relearn()
 			ext.SyncPolicy()
+			if err := ext.RebuildHolds(); err != nil {
+				logger.Error(err, "Preemption holds not rebuilt")
+			}
 			warm.Store(true)
 			ext.RunPolicySync(informerCtx, policySyncPeriod)
 		}

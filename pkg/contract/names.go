@@ -18,7 +18,10 @@ const (
 	DefaultModelKey         = "gpushare.io/gpu-model"
 	DefaultGPUsPerContainer = "gpushare.io/gpu-count"
 	DefaultCoreKey          = "gpushare.io/gpu-core"
-	DefaultUnit             = "1Gi"
+	// DefaultPreemptionKey is the annotation the extender writes on a pod that preempted: the
+	// card whose freed memory is held for it (scheduler.HoldRecord).
+	DefaultPreemptionKey = "gpushare.io/preemption"
+	DefaultUnit          = "1Gi"
 
 	// AnnotationIndex is the GPU index of a single-GPU pod.
 	AnnotationIndex = "ALIYUN_COM_GPU_MEM_IDX"
@@ -69,6 +72,9 @@ type Names struct {
 	// CoreAnnotation is the pod annotation capping each container's share of its cards' SMs,
 	// in percent (1-100); enforced where the node's plugin enforces limits (HAMi-core).
 	CoreAnnotation string
+	// PreemptionAnnotation is the pod annotation with the card a preemption holds for the pod
+	// (written by the extender only).
+	PreemptionAnnotation string
 	// Unit is the memory one unit of Resource stands for (1Gi by default).
 	Unit resource.Quantity
 }
@@ -76,13 +82,14 @@ type Names struct {
 // DefaultNames returns the names of Alibaba's gpushare with GiB units.
 func DefaultNames() Names {
 	return Names{
-		Resource:           DefaultResourceName,
-		Count:              DefaultCountName,
-		NodeGPUsAnnotation: DefaultNodeGPUsKey,
-		ModelAnnotation:    DefaultModelKey,
-		GPUCountAnnotation: DefaultGPUsPerContainer,
-		CoreAnnotation:     DefaultCoreKey,
-		Unit:               resource.MustParse(DefaultUnit),
+		Resource:             DefaultResourceName,
+		Count:                DefaultCountName,
+		NodeGPUsAnnotation:   DefaultNodeGPUsKey,
+		ModelAnnotation:      DefaultModelKey,
+		GPUCountAnnotation:   DefaultGPUsPerContainer,
+		CoreAnnotation:       DefaultCoreKey,
+		PreemptionAnnotation: DefaultPreemptionKey,
+		Unit:                 resource.MustParse(DefaultUnit),
 	}
 }
 
@@ -100,6 +107,7 @@ func (n *Names) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&n.ModelAnnotation, "model-annotation", n.ModelAnnotation, "pod annotation restricting GPU models")
 	fs.StringVar(&n.GPUCountAnnotation, "gpu-count-annotation", n.GPUCountAnnotation, "pod annotation with GPUs per container")
 	fs.StringVar(&n.CoreAnnotation, "gpu-core-annotation", n.CoreAnnotation, "pod annotation capping each container's share of its GPUs' SMs, in percent (1-100)")
+	fs.StringVar(&n.PreemptionAnnotation, "preemption-annotation", n.PreemptionAnnotation, "pod annotation where the extender records the card a preemption holds for the pod")
 	fs.Func("unit", "memory of one unit, a binary quantity >= 1Mi (default "+n.Unit.String()+")", func(s string) error {
 		q, err := resource.ParseQuantity(s)
 		if err != nil {
@@ -116,6 +124,7 @@ func (n *Names) Validate() error {
 		"resource name": string(n.Resource), "count name": string(n.Count),
 		"node GPUs annotation": n.NodeGPUsAnnotation, "model annotation": n.ModelAnnotation,
 		"GPU count annotation": n.GPUCountAnnotation, "GPU core annotation": n.CoreAnnotation,
+		"preemption annotation": n.PreemptionAnnotation,
 	} {
 		if strings.TrimSpace(v) == "" {
 			return fmt.Errorf("%w: %s is empty", ErrInvalidNames, what)

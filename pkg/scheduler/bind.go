@@ -75,7 +75,8 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 		}
 		return err
 	}
-	e.learn(pod, &req) // now that the pod is bound
+	e.learn(pod, &req)      // now that the pod is bound
+	e.holds.remove(pod.UID) // a preemptor bound: what it held is its own now
 	e.metrics.binds.Add(1)
 	e.recordAssigned(pod, args.Node, ann)
 	return nil
@@ -141,7 +142,12 @@ func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodReq
 			e.cache.ForgetPod(pod.UID)
 		}
 	}
-	node, ok := e.cache.Node(nodeName)
+	// Other pods' preemption holds count as used (holds.go).
+	lookup := func(name string) (*placement.NodeInfo, bool) {
+		node, ok := e.cache.Node(name)
+		return e.holds.view(node, pod.UID), ok
+	}
+	node, ok := lookup(nodeName)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
 	}
@@ -153,7 +159,7 @@ func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodReq
 	charge := func(node string, alloc contract.Allocation) (contract.Allocation, error) {
 		return e.cache.AssumePod(pod, req, node, alloc)
 	}
-	return d.Assume(c, e.cache.Node, charge, e.names.UnitLabel())
+	return d.Assume(c, lookup, charge, e.names.UnitLabel())
 }
 
 // placementAnnotations are the contract's annotations for alloc on node.

@@ -175,6 +175,8 @@ func TestBindRetryAfterRefusal(t *testing.T) {
 	}
 }
 
+// TestPreempt: with --gpu-preemption=false, the verb keeps kube-scheduler's proposed nodes where
+// the pod's memory fits once the proposed victims are gone.
 func TestPreempt(t *testing.T) {
 	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj(), st.MakeNode("n2").GPUs(16).Obj()}
 	e := newEnv(t, "binpack", nodes,
@@ -185,7 +187,8 @@ func TestPreempt(t *testing.T) {
 		"n1": {Pods: []*extenderv1.MetaPod{{UID: "uid-a"}}},
 		"n2": {Pods: []*extenderv1.MetaPod{{UID: "uid-b"}}}, // 4 freed: 8 free, not enough
 	}
-	got := e.ext.Preempt(e.ctx, &extenderv1.ExtenderPreemptionArgs{Pod: st.MakePod().GPUMem(12).Obj(), NodeNameToMetaVictims: victims})
+	ext := scheduler.NewExtender(e.cache, e.client, newPolicy(t, "binpack"), contract.DefaultNames(), scheduler.WithPreemption(false))
+	got := ext.Preempt(e.ctx, &extenderv1.ExtenderPreemptionArgs{Pod: st.MakePod().GPUMem(12).Obj(), NodeNameToMetaVictims: victims})
 	want := map[string]*extenderv1.MetaVictims{"n1": victims["n1"]}
 	if diff := cmp.Diff(want, got.NodeNameToMetaVictims); diff != "" {
 		t.Errorf("Preempt() (-want,+got):\n%s", diff)

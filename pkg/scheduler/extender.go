@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +41,17 @@ type Extender struct {
 	// eventRate, if set, bounds how many per second (the others are dropped and counted).
 	recorder  events.EventRecorder
 	eventRate flowcontrol.RateLimiter
+	// preemption turns GPU preemption on (preempt.go); holds keeps freed cards for their
+	// preemptors; preempting marks the pods whose preemption is in progress, and
+	// preemptionEvents when each pod last got a GPUPreemptionFailed event of a reason.
+	preemption       bool
+	holds            *holdSet
+	preempting       sync.Map
+	preemptionEvents sync.Map
+	// holdsLed is whether this replica led at the last look (a new leader rebuilds the holds);
+	// holdsSwept when the holds were last checked against the API's pods (unix nanoseconds).
+	holdsLed   atomic.Bool
+	holdsSwept atomic.Int64
 }
 
 // Option configures an Extender.
@@ -67,10 +80,11 @@ func WithFilterChoosing(on bool) Option { return func(e *Extender) { e.filterCho
 // NewExtender returns an extender over c that binds through client.
 func NewExtender(c cache.Cache, client kubernetes.Interface, policy placement.Policy, names contract.Names, opts ...Option) *Extender {
 	e := &Extender{cache: c, client: client, policy: policy, names: names, now: time.Now, metrics: NewMetrics(),
-		settleOpts: DefaultSettleOptions()}
+		settleOpts: DefaultSettleOptions(), preemption: true}
 	for _, o := range opts {
 		o(e)
 	}
+	e.holds = newHoldSet(func() time.Time { return e.now() })
 	return e
 }
 

@@ -39,6 +39,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		use(&filterAnswer{args: args, names: names, err: "filter: request has no pod"})
 		return
 	}
+	e.maintainHolds(logger)
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
 	answer := &filterAnswer{args: args, names: names, passed: buf.fits, failures: buf.failures}
@@ -77,6 +78,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 			var plan placement.Plan
 			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
 			e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
+				node = e.holds.view(node, args.Pod.UID)
 				if fe := e.check(d, node, &plan, knownUnfit, sums); fe != nil {
 					failures[lo+i] = fe
 				}
@@ -103,6 +105,9 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		e.metrics.unfit.WithLabelValues(UnfitNoFreeBlock).Add(float64(full))
 	}
 	e.metrics.filters.Add(1)
+	if passed == 0 && !req.Empty() && e.preemption {
+		e.preemptInBackground(ctx, args.Pod, &req, names, failures)
+	}
 	use(answer)
 }
 

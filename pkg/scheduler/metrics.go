@@ -26,6 +26,9 @@ type Metrics struct {
 	// forwards counts a follower's verbs by outcome: forwarded to the leader, failed
 	// forwarding attempts, answered locally.
 	forwards *prometheus.CounterVec
+	// preemptions counts GPU preemptions started, preemptionsFailed the pods told they cannot
+	// preempt, victims the pods evicted and unitsEvicted their units on the freed cards.
+	preemptions, preemptionsFailed, victims, unitsEvicted prometheus.Counter
 }
 
 // NewMetrics returns zeroed metrics in a registry of their own.
@@ -34,18 +37,22 @@ func NewMetrics() *Metrics {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
 	m := &Metrics{
-		registry:        prometheus.NewRegistry(),
-		filters:         counter("gpushare_filter_total", "Filter calls answered."),
-		prioritizes:     counter("gpushare_prioritize_total", "Prioritize calls answered."),
-		binds:           counter("gpushare_bind_total", "Pods bound."),
-		bindFailures:    counter("gpushare_bind_failures_total", "Bind calls that failed (a failure of unknown outcome keeps its charge until settled)."),
-		preempts:        counter("gpushare_preempt_total", "Preempt calls answered."),
-		unsettled:       counter("gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled)."),
-		settledBound:    counter("gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound."),
-		settledReleased: counter("gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released)."),
-		rollbacks:       counter("gpushare_bind_rollbacks_total", "Charges released because the API server refused the pod's Binding."),
-		unauthenticated: counter("gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified."),
-		eventsDropped:   counter("gpushare_events_dropped_total", "GPUAssigned events not recorded because binds outpaced --event-qps (the pods' annotations name their cards all the same)."),
+		registry:          prometheus.NewRegistry(),
+		filters:           counter("gpushare_filter_total", "Filter calls answered."),
+		prioritizes:       counter("gpushare_prioritize_total", "Prioritize calls answered."),
+		binds:             counter("gpushare_bind_total", "Pods bound."),
+		bindFailures:      counter("gpushare_bind_failures_total", "Bind calls that failed (a failure of unknown outcome keeps its charge until settled)."),
+		preempts:          counter("gpushare_preempt_total", "Preempt calls answered."),
+		unsettled:         counter("gpushare_bind_unknown_outcome_total", "Binding calls that failed without saying whether the pod was bound (the charge is kept and settled)."),
+		settledBound:      counter("gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound."),
+		settledReleased:   counter("gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released)."),
+		rollbacks:         counter("gpushare_bind_rollbacks_total", "Charges released because the API server refused the pod's Binding."),
+		unauthenticated:   counter("gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified."),
+		preemptions:       counter("gpushare_preemptions_total", "GPU preemptions started: a card chosen, its hold written, its victims evicted."),
+		preemptionsFailed: counter("gpushare_preemptions_failed_total", "Pods that fit no card and could not preempt (policy Never, no lower-priority pod frees a card, PodDisruptionBudgets), at most one a minute per pod and reason."),
+		victims:           counter("gpushare_preemption_victims_total", "Pods evicted by GPU preemption."),
+		unitsEvicted:      counter("gpushare_preemption_evicted_units_total", "GPU memory units the evicted pods held on the freed cards."),
+		eventsDropped:     counter("gpushare_events_dropped_total", "GPUAssigned events not recorded because binds outpaced --event-qps (the pods' annotations name their cards all the same)."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gpushare_extender_request_duration_seconds",
 			Help:    "Time to answer a kube-scheduler call, by verb (filter, prioritize, bind, preempt), body decoding and answer included.",
@@ -61,7 +68,8 @@ func NewMetrics() *Metrics {
 		}, []string{"verb", "outcome"}),
 	}
 	m.registry.MustRegister(m.filters, m.prioritizes, m.binds, m.bindFailures, m.preempts, m.unsettled,
-		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.eventsDropped, m.duration, m.unfit, m.forwards)
+		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.eventsDropped, m.duration, m.unfit, m.forwards,
+		m.preemptions, m.preemptionsFailed, m.victims, m.unitsEvicted)
 	return m
 }
 

@@ -20,6 +20,7 @@ func (e *Extender) scoreNodes(pod *v1.Pod, req *gpumem.PodRequest, names []strin
 		var plan placement.Plan
 		d := placement.NewDecision(e.policy, req, res) // one per goroutine
 		e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
+			node = e.holds.view(node, pod.UID)
 			if node != nil {
 				raw[lo+i], fits[lo+i] = d.Score(node, &plan)
 			}

@@ -1,0 +1,287 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/placement"
+)
+
+// A hold keeps the memory a preemption frees for the pod that preempted (preempt.go): while the
+// victims terminate, and until the preemptor is bound, deleted, or the hold runs out, every
+// other pod sees the held units as used on that card. The preemptor itself sees the card as it
+// is, victims included: it fits there only once they are gone, so it is never started beside
+// processes that still hold the memory. A hold is written on the preemptor as an annotation
+// (Names.PreemptionAnnotation) before any victim is evicted, so that a restarted extender or a
+// new leader rebuilds it from the API (holdSet.rebuild).
+
+// HoldRecord is the preemption annotation's value.
+type HoldRecord struct {
+	// Node and GPU (NVML index) name the card; Units is what the preemptor needs there.
+	Node  string `json:"node"`
+	GPU   int    `json:"gpu"`
+	Units int64  `json:"units"`
+	// Until is when the hold ends whatever happened (RFC 3339).
+	Until time.Time `json:"until"`
+	// Victims are the evicted pods, namespace/name (for users; the hold does not need them).
+	Victims []string `json:"victims,omitempty"`
+}
+
+// hold is a HoldRecord of a pod.
+type hold struct {
+	HoldRecord
+	pod       types.UID
+	namespace string
+	name      string
+}
+
+// holdSet is the holds in force, by node. Safe for concurrent use; empty costs one atomic load.
+type holdSet struct {
+	count  atomic.Int32
+	mu     sync.RWMutex
+	byNode map[string][]hold
+	now    func() time.Time
+}
+
+func newHoldSet(now func() time.Time) *holdSet {
+	return &holdSet{byNode: map[string][]hold{}, now: now}
+}
+
+// add puts h in force, replacing the pod's earlier hold.
+func (s *holdSet) add(h hold) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(h.pod)
+	s.byNode[h.Node] = append(s.byNode[h.Node], h)
+	s.count.Add(1)
+}
+
+// remove ends the pod's hold, if any.
+func (s *holdSet) remove(uid types.UID) {
+	if s.count.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(uid)
+}
+
+func (s *holdSet) removeLocked(uid types.UID) {
+	for node, hs := range s.byNode {
+		i := slices.IndexFunc(hs, func(h hold) bool { return h.pod == uid })
+		if i < 0 {
+			continue
+		}
+		hs = slices.Delete(hs, i, i+1)
+		if len(hs) == 0 {
+			delete(s.byNode, node)
+		} else {
+			s.byNode[node] = hs
+		}
+		s.count.Add(-1)
+		return
+	}
+}
+
+// of returns the pod's hold in force, if any.
+func (s *holdSet) of(uid types.UID) (hold, bool) {
+	if s.count.Load() == 0 {
+		return hold{}, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now := s.now()
+	for _, hs := range s.byNode {
+		for _, h := range hs {
+			if h.pod == uid && now.Before(h.Until) {
+				return h, true
+			}
+		}
+	}
+	return hold{}, false
+}
+
+// all lists the holds (tests, metrics).
+func (s *holdSet) all() []hold {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []hold
+	for _, hs := range s.byNode {
+		out = append(out, hs...)
+	}
+	return out
+}
+
+// view is node as pod sees it: the units other pods' holds keep on its cards count as used.
+// node itself when no other pod holds memory there (the usual case: no copy, no lock).
+func (s *holdSet) view(node *placement.NodeInfo, pod types.UID) *placement.NodeInfo {
+	if node == nil || s.count.Load() == 0 {
+		return node
+	}
+	s.mu.RLock()
+	hs := s.byNode[node.Name]
+	var extra map[int]int64
+	now := s.now()
+	for _, h := range hs {
+		if h.pod == pod || !now.Before(h.Until) {
+			continue
+		}
+		if extra == nil {
+			extra = map[int]int64{}
+		}
+		extra[h.GPU] += h.Units
+	}
+	s.mu.RUnlock()
+	if extra == nil {
+		return node
+	}
+	cp := *node
+	cp.SetGPUs(node.GPUs)
+	for i := range cp.GPUs {
+		cp.GPUs[i].Used += extra[cp.GPUs[i].Index]
+	}
+	cp.Summarize()
+	return &cp
+}
+
+// expire drops the holds that ran out, and those whose pod is gone or bound according to
+// pods (nil: time only). It returns the holds dropped.
+func (s *holdSet) expire(pods corelisters.PodLister) []hold {
+	if s.count.Load() == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var dropped []hold
+	for node, hs := range s.byNode {
+		kept := hs[:0]
+		for _, h := range hs {
+			if now.Before(h.Until) && (pods == nil || holdStillWanted(pods, h)) {
+				kept = append(kept, h)
+				continue
+			}
+			dropped = append(dropped, h)
+			s.count.Add(-1)
+		}
+		if len(kept) == 0 {
+			delete(s.byNode, node)
+		} else {
+			s.byNode[node] = kept
+		}
+	}
+	return dropped
+}
+
+// holdStillWanted: the pod is there, the same one, and not yet bound.
+func holdStillWanted(pods corelisters.PodLister, h hold) bool {
+	p, err := pods.Pods(h.namespace).Get(h.name)
+	return err == nil && p.UID == h.pod && p.Spec.NodeName == "" && p.DeletionTimestamp == nil
+}
+
+// rebuild replaces the holds by those the API's pods carry in annotation key: pending pods,
+// not being deleted, whose hold has not run out.
+func (s *holdSet) rebuild(pods corelisters.PodLister, key string) error {
+	list, err := pods.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("rebuild preemption holds: %w", err)
+	}
+	byNode := map[string][]hold{}
+	n := int32(0)
+	now := s.now()
+	for _, p := range list {
+		h, ok := holdOf(p, key)
+		if !ok || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !now.Before(h.Until) {
+			continue
+		}
+		h.Until = minTime(h.Until, now.Add(MaxHold)) // whoever wrote it, a hold ends within MaxHold
+		byNode[h.Node] = append(byNode[h.Node], h)
+		n++
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byNode = byNode
+	s.count.Store(n)
+	return nil
+}
+
+// holdOf reads pod's hold annotation.
+func holdOf(pod *v1.Pod, key string) (hold, bool) {
+	raw, ok := pod.Annotations[key]
+	if !ok || len(raw) > maxHoldAnnotation {
+		return hold{}, false
+	}
+	var rec HoldRecord
+	if json.Unmarshal([]byte(raw), &rec) != nil || rec.Node == "" || rec.Units <= 0 {
+		return hold{}, false
+	}
+	return hold{HoldRecord: rec, pod: pod.UID, namespace: pod.Namespace, name: pod.Name}, true
+}
+
+// maxHoldAnnotation bounds the hold annotation a pod may carry (its victims' names included).
+const maxHoldAnnotation = 16 << 10
+
+// RebuildHolds puts in force the holds the API's pods carry (a restarted extender); the
+// leader does it again whenever it starts to lead (maintainHolds).
+func (e *Extender) RebuildHolds() error {
+	if !e.preemption || e.pods == nil {
+		return nil
+	}
+	return e.holds.rebuild(e.pods, e.names.PreemptionAnnotation)
+}
+
+// holdSweepEvery is how often, at most, the holds are checked against the API's pods.
+const holdSweepEvery = time.Second
+
+// maintainHolds rebuilds the holds from the API's pods when this replica starts to lead, and
+// at most once every holdSweepEvery drops those that ran out or whose pod is gone or bound
+// (and forgets old GPUPreemptionFailed marks). Filter calls it: nearly free when nothing is held.
+func (e *Extender) maintainHolds(logger klog.Logger) {
+	if !e.preemption {
+		return
+	}
+	if e.leadership != nil && e.pods != nil {
+		if e.leadership.Leading() {
+			if !e.holdsLed.Swap(true) {
+				if err := e.RebuildHolds(); err != nil {
+					logger.Error(err, "Rebuilding the preemption holds failed")
+				} else if n := e.holds.count.Load(); n > 0 {
+					logger.Info("Leading: preemption holds rebuilt from the pods", "holds", n)
+				}
+			}
+		} else {
+			e.holdsLed.Store(false)
+		}
+	}
+	now := e.now().UnixNano()
+	last := e.holdsSwept.Load()
+	if now-last < int64(holdSweepEvery) || !e.holdsSwept.CompareAndSwap(last, now) {
+		return
+	}
+	for _, h := range e.holds.expire(e.pods) {
+		logger.V(2).Info("Preemption hold ended", "pod", klog.KRef(h.namespace, h.name), "node", h.Node, "gpu", h.GPU)
+	}
+	e.preemptionEvents.Range(func(k, v any) bool {
+		if t, ok := v.(time.Time); !ok || e.now().Sub(t) >= preemptionEventEvery {
+			e.preemptionEvents.Delete(k)
+		}
+		return true
+	})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
