@@ -35,7 +35,7 @@ func TestAdmissionPolicies(t *testing.T) {
 		want    map[string][]string
 		match   []string // names the matchConditions must also carry (they cannot read variables)
 	}{
-		{"extender", "admission/extender-pods.yaml", "extender/rbac.yaml", map[string][]string{"placementAnnotations": placement}, nil},
+		{"extender", "admission/extender-pods.yaml", "extender/rbac.yaml", map[string][]string{"placementAnnotations": placement, "preemptionAnnotation": {contract.DefaultPreemptionKey}}, nil},
 		{"extender-leases", "admission/extender-leases.yaml", "extender/rbac.yaml", map[string][]string{"leaseName": {scheduler.DefaultElectionConfig().Name}}, nil},
 		{"share-plugin-pods", "admission/share-plugin-pods.yaml", "share-plugin/rbac.yaml", map[string][]string{"pluginAnnotations": plugin}, nil},
 		{"share-plugin-nodes", "admission/share-plugin-nodes.yaml", "share-plugin/rbac.yaml", map[string][]string{
@@ -45,11 +45,12 @@ func TestAdmissionPolicies(t *testing.T) {
 			"countKey":             {contract.DefaultGPUsPerContainer},
 			"modelKey":             {contract.DefaultModelKey},
 			"coreKey":              {contract.DefaultCoreKey},
+			"preemptionKey":        {contract.DefaultPreemptionKey},
 			"maxUnitsPerContainer": {strconv.Itoa(contract.MaxUnitsPerContainer)},
 			"maxGPUs":              {strconv.Itoa(contract.MaxGPUsPerContainer)},
 			"maxModels":            {strconv.Itoa(contract.MaxModelEntries)},
 			"maxModelEntryLength":  {strconv.Itoa(contract.MaxModelEntryLength)},
-		}, []string{contract.DefaultResourceName, contract.DefaultGPUsPerContainer, contract.DefaultModelKey, contract.DefaultCoreKey}},
+		}, []string{contract.DefaultResourceName, contract.DefaultGPUsPerContainer, contract.DefaultModelKey, contract.DefaultCoreKey, contract.DefaultPreemptionKey}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			policy, binding := readPolicy(t, tc.file)

@@ -14,6 +14,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
@@ -190,8 +191,8 @@ func holdStillWanted(pods corelisters.PodLister, h hold) bool {
 }
 
 // rebuild replaces the holds by those the API's pods carry in annotation key: pending pods,
-// not being deleted, whose hold has not run out.
-func (s *holdSet) rebuild(pods corelisters.PodLister, key string) error {
+// not being deleted, whose hold has not run out and that ask at least the units held (asks).
+func (s *holdSet) rebuild(pods corelisters.PodLister, key string, asks func(*v1.Pod) int64) error {
 	list, err := pods.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("rebuild preemption holds: %w", err)
@@ -201,7 +202,7 @@ func (s *holdSet) rebuild(pods corelisters.PodLister, key string) error {
 	now := s.now()
 	for _, p := range list {
 		h, ok := holdOf(p, key)
-		if !ok || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !now.Before(h.Until) {
+		if !ok || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !now.Before(h.Until) || asks(p) < h.Units {
 			continue
 		}
 		h.Until = minTime(h.Until, now.Add(MaxHold)) // whoever wrote it, a hold ends within MaxHold
@@ -237,7 +238,14 @@ func (e *Extender) RebuildHolds() error {
 	if !e.preemption || e.pods == nil {
 		return nil
 	}
-	return e.holds.rebuild(e.pods, e.names.PreemptionAnnotation)
+	asks := func(p *v1.Pod) int64 {
+		req, err := contract.ParseRequest(p, &e.names)
+		if err != nil || placement.PreemptionUnsupported(&req) {
+			return 0
+		}
+		return req.TotalUnits()
+	}
+	return e.holds.rebuild(e.pods, e.names.PreemptionAnnotation, asks)
 }
 
 // holdSweepEvery is how often, at most, the holds are checked against the API's pods.

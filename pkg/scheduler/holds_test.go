@@ -34,6 +34,7 @@ func TestHoldsRebuild(t *testing.T) {
 		ann(st.MakePod().Name("bound").UID("uid-bound").GPUMem(8).Node("n1").Obj(), now.Add(time.Minute)),
 		ann(st.MakePod().Name("over").UID("uid-over").GPUMem(8).Obj(), now.Add(-time.Second)),
 		deleted,
+		ann(st.MakePod().Name("greedy").UID("uid-greedy").GPUMem(2).Obj(), now.Add(time.Minute)),
 		st.MakePod().Name("garbage").UID("uid-garbage").GPUMem(8).Annotation(contract.DefaultPreemptionKey, `{"node":`).Obj(),
 	}
 	index := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
@@ -43,7 +44,13 @@ func TestHoldsRebuild(t *testing.T) {
 		}
 	}
 	s := newHoldSet(func() time.Time { return now })
-	if err := s.rebuild(corelisters.NewPodLister(index), contract.DefaultPreemptionKey); err != nil {
+	asks := func(p *v1.Pod) int64 {
+		if p.Name == "greedy" {
+			return 2 // asks less than the hold claims
+		}
+		return 8
+	}
+	if err := s.rebuild(corelisters.NewPodLister(index), contract.DefaultPreemptionKey, asks); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]time.Time{}
