@@ -137,7 +137,8 @@ func (c *cacheImpl) SetPod(pod *v1.Pod) {
 // podStateOf reads what a bound pod holds. Malformed requests or placements are logged and the
 // pod then holds no gpu-mem or pending units respectively; the pod is never dropped.
 func (c *cacheImpl) podStateOf(pod *v1.Pod) *podState {
-	ps := &podState{info: placement.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, State: placement.PodBound}}
+	ps := &podState{info: placement.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, State: placement.PodBound,
+		Priority: PodPriority(pod), Terminating: pod.DeletionTimestamp != nil}}
 	ps.cpu, ps.mem = podCPUMem(pod)
 	ps.info.MilliCPU = ps.cpu
 	req, err := contract.ParseRequest(pod, &c.names)
@@ -159,6 +160,14 @@ func (c *cacheImpl) podStateOf(pod *v1.Pod) *podState {
 		ps.info.Allocation, ps.perGPU = alloc, perGPU
 	}
 	return ps
+}
+
+// PodPriority is the pod's priority, 0 without one (as kube-scheduler counts it).
+func PodPriority(pod *v1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
 }
 
 func (c *cacheImpl) RemovePod(pod *v1.Pod) {
@@ -193,7 +202,7 @@ func (c *cacheImpl) AssumePod(pod *v1.Pod, req *contract.PodRequest, nodeName st
 	}
 	c.addLocked(&podState{
 		info: placement.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: nodeName,
-			State: placement.PodAssumed, Units: req.TotalUnits(), MilliCPU: cpu, Allocation: alloc.Clone()},
+			State: placement.PodAssumed, Units: req.TotalUnits(), MilliCPU: cpu, Allocation: alloc.Clone(), Priority: PodPriority(pod)},
 		perGPU: alloc.PerGPU(), cpu: cpu, mem: mem,
 	})
 	return alloc.Clone(), nil

@@ -69,6 +69,11 @@ type PodInfo struct {
 	MilliCPU int64 `json:"milliCPU,omitempty"`
 	// Allocation is the pod's placement; nil for a pod bound without one (pending).
 	Allocation gpumem.Allocation `json:"allocation,omitempty"`
+	// Priority is the pod's priority (spec.priority): preemption evicts only pods of lower
+	// priority than the preemptor's.
+	Priority int32 `json:"priority,omitempty"`
+	// Terminating: the pod is being deleted; it holds its memory until it is gone.
+	Terminating bool `json:"terminating,omitempty"`
 }
 
 // Key is namespace/name.

@@ -180,14 +180,6 @@ func (e *Extender) preemptInBackground(ctx context.Context, pod *v1.Pod, req *co
 	}()
 }
 
-// podPriority is the pod's priority (0 without one, as kube-scheduler counts it).
-func podPriority(pod *v1.Pod) int32 {
-	if pod.Spec.Priority != nil {
-		return *pod.Spec.Priority
-	}
-	return 0
-}
-
 // preemptGPU frees a card for pod on one of names, if the pod may preempt and some card can be
 // freed: it returns the plan it carried out. A pod with a hold in force, or a preemption in
 // progress, preempts nothing more. Only the leader preempts.
@@ -212,7 +204,7 @@ func (e *Extender) preemptGPU(ctx context.Context, pod *v1.Pod, req *contract.Po
 		e.preemptionFailed(pod, "only pods of one container on one card preempt")
 		return placement.PreemptionPlan{}, false
 	}
-	priority := podPriority(pod)
+	priority := cache.PodPriority(pod)
 	protected := map[types.UID]string{} // victims a PodDisruptionBudget protects, and why
 	for range maxPreemptionTries {
 		plan, ok := e.planPreemption(pod, req, priority, names, protected)
@@ -248,14 +240,9 @@ func (e *Extender) preemptGPU(ctx context.Context, pod *v1.Pod, req *contract.Po
 // planPreemption is the cheapest plan over names, as pod sees them (other pods' holds count).
 func (e *Extender) planPreemption(pod *v1.Pod, req *contract.PodRequest, priority int32, names []string, protected map[types.UID]string) (placement.PreemptionPlan, bool) {
 	info := func(p *placement.PodInfo) placement.VictimInfo {
-		if _, ok := protected[p.UID]; ok {
-			return placement.VictimInfo{Protected: true}
-		}
-		obj, ok := e.podObject(p.Namespace, p.Name, p.UID)
-		if !ok {
-			return placement.VictimInfo{Protected: true} // not in the API's pods (yet): leave it
-		}
-		return placement.VictimInfo{Priority: podPriority(obj), Terminating: obj.DeletionTimestamp != nil}
+		_, blocked := protected[p.UID]
+		// An assumed pod is being bound right now: not a victim (its Binding may land).
+		return placement.VictimInfo{Priority: p.Priority, Terminating: p.Terminating, Protected: blocked || p.State == placement.PodAssumed}
 	}
 	var best placement.PreemptionPlan
 	found := false
@@ -272,23 +259,16 @@ func (e *Extender) planPreemption(pod *v1.Pod, req *contract.PodRequest, priorit
 	return best, found
 }
 
-// podObject is the API's pod namespace/name with uid, from the informer (else the API server).
-func (e *Extender) podObject(namespace, name string, uid types.UID) (*v1.Pod, bool) {
-	var pod *v1.Pod
+// podObject is the API's pod namespace/name with uid: the informer's (pending pods), else the
+// API server's.
+func (e *Extender) podObject(ctx context.Context, namespace, name string, uid types.UID) (*v1.Pod, bool) {
 	if e.pods != nil {
-		p, err := e.pods.Pods(namespace).Get(name)
-		if err != nil {
-			return nil, false
+		if p, err := e.pods.Pods(namespace).Get(name); err == nil && p.UID == uid {
+			return p, true
 		}
-		pod = p
-	} else {
-		p, err := e.client.CoreV1().Pods(namespace).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return nil, false
-		}
-		pod = p
 	}
-	return pod, pod.UID == uid
+	p, err := e.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	return p, err == nil && p.UID == uid
 }
 
 // checkEvictions asks the API server, in a dry run, whether every victim may be evicted; it
@@ -327,7 +307,7 @@ func (e *Extender) startPreemption(ctx context.Context, pod *v1.Pod, plan *place
 	names := make([]string, 0, len(plan.Victims))
 	for _, v := range plan.Victims {
 		names = append(names, v.Key())
-		if obj, ok := e.podObject(v.Namespace, v.Name, v.UID); ok && obj.Spec.TerminationGracePeriodSeconds != nil {
+		if obj, ok := e.podObject(ctx, v.Namespace, v.Name, v.UID); ok && obj.Spec.TerminationGracePeriodSeconds != nil {
 			grace = max(grace, *obj.Spec.TerminationGracePeriodSeconds)
 		}
 	}
@@ -361,9 +341,9 @@ func (e *Extender) startPreemption(ctx context.Context, pod *v1.Pod, plan *place
 		e.metrics.victims.Inc()
 		e.metrics.unitsEvicted.Add(float64(v.Allocation.PerGPU()[plan.Index]))
 		if e.recorder != nil {
-			if obj, ok := e.podObject(v.Namespace, v.Name, v.UID); ok {
+			if obj, ok := e.podObject(ctx, v.Namespace, v.Name, v.UID); ok {
 				e.recorder.Eventf(obj, pod, v1.EventTypeNormal, ReasonPreempted, "Preempting",
-					"Preempted by %s (priority %d) to free GPU %d on node %s", klog.KObj(pod), podPriority(pod), plan.Index, plan.Node)
+					"Preempted by %s (priority %d) to free GPU %d on node %s", klog.KObj(pod), cache.PodPriority(pod), plan.Index, plan.Node)
 			}
 		}
 	}

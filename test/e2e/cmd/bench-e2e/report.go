@@ -94,7 +94,7 @@ func replicasLine(replicas int, front string) string {
 // gpushare_bind_total and gpushare_bind_failures_total), the filter calls it answered and, with
 // the connection front, the connections it received.
 func (r *report) writeReplicas(pr *framework.Printer) {
-	pr.Printf("replica\tleading\tbinds\tbind failures\tfilters\tconnections\t\n")
+	pr.Printf("replica\tleading\tbinds\tbind failures\tfilters\tforwarded\tconnections\t\n")
 	run := 0
 	for _, res := range r.Runs {
 		if res.Mode != modeExtender {
@@ -106,7 +106,7 @@ func (r *report) writeReplicas(pr *framework.Printer) {
 			if st.Connections != nil {
 				conns = fmt.Sprint(*st.Connections)
 			}
-			pr.Printf("%s run %d: %s\t%t\t%d\t%d\t%d\t%s\t\n", res.Mode, run, st.Name, st.Leading, st.Binds, st.BindFailures, st.Filters, conns)
+			pr.Printf("%s run %d: %s\t%t\t%d\t%d\t%d\t%d\t%s\t\n", res.Mode, run, st.Name, st.Leading, st.Binds, st.BindFailures, st.Filters, st.Forwarded, conns)
 		}
 	}
 }

@@ -53,6 +53,8 @@ type bench struct {
 	ext   *framework.Extender
 	// conns, with the connection front, says how many connections each replica received.
 	conns func() []int
+	// frontOrder is the replicas in the order the front has them (conns' order).
+	frontOrder []*framework.Extender
 
 	mu      sync.Mutex
 	created map[string]time.Time
@@ -82,11 +84,13 @@ type replicaStats struct {
 	Name string `json:"name"`
 	// Leading is whether it led at the end of the run.
 	Leading bool `json:"leading"`
-	// Binds and BindFailures are its gpushare_bind_total and gpushare_bind_failures_total (a
-	// follower refuses every bind it is sent), Filters its gpushare_filter_total.
+	// Binds and BindFailures are its gpushare_bind_total and gpushare_bind_failures_total,
+	// Filters its gpushare_filter_total (calls it answered itself), Forwarded the calls it
+	// forwarded to the leader (gpushare_forwarded_requests_total, outcome forwarded).
 	Binds        int `json:"binds"`
 	BindFailures int `json:"bind_failures"`
 	Filters      int `json:"filters"`
+	Forwarded    int `json:"forwarded"`
 	// Connections is how many connections the connection front gave it (that front only).
 	Connections *int `json:"connections,omitempty"`
 }
@@ -229,18 +233,22 @@ func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs [
 			return "", nil, closeFront, err
 		}
 	}
+	// The followers come first behind a front: kube-scheduler's first connection, and the first
+	// call, land on a follower, the case that cost binds before followers forwarded.
+	behind := b.followersFirst(ctx)
+	b.frontOrder = behind
 	switch b.o.frontUsed() {
 	case frontNone:
 		return b.ext.Host(), profileAddrs, closeFront, nil
 	case frontConnection:
-		f, err := b.c.StartConnFront(b.exts...)
+		f, err := b.c.StartConnFront(behind...)
 		if err != nil {
 			return "", nil, closeFront, err
 		}
 		b.conns = f.Conns
 		return f.Host, profileAddrs, f.Close, nil
 	default:
-		f, err := b.c.StartRoundRobin(b.exts...)
+		f, err := b.c.StartRoundRobin(behind...)
 		if err != nil {
 			return "", nil, closeFront, err
 		}
@@ -263,6 +271,19 @@ func (b *bench) waitLeader(ctx context.Context) error {
 	})
 }
 
+// followersFirst is the replicas with those that do not lead first.
+func (b *bench) followersFirst(ctx context.Context) []*framework.Extender {
+	var lead, follow []*framework.Extender
+	for _, ext := range b.exts {
+		if l, err := ext.Leading(ctx); err == nil && l {
+			lead = append(lead, ext)
+		} else {
+			follow = append(follow, ext)
+		}
+	}
+	return append(follow, lead...)
+}
+
 // replicaStats reads each replica's bind and filter counters (and whether it leads), and the
 // connections the connection front gave it.
 func (b *bench) replicaStats(ctx context.Context) ([]replicaStats, error) {
@@ -282,8 +303,13 @@ func (b *bench) replicaStats(ctx context.Context) ([]replicaStats, error) {
 		}
 		st := replicaStats{Name: b.names[i], Leading: lead, Binds: int(m["gpushare_bind_total"]),
 			BindFailures: int(m["gpushare_bind_failures_total"]), Filters: int(m["gpushare_filter_total"])}
-		if conns != nil {
-			st.Connections = &conns[i]
+		for k, v := range m {
+			if strings.HasPrefix(k, "gpushare_forwarded_requests_total{") && strings.Contains(k, `outcome="forwarded"`) {
+				st.Forwarded += int(v)
+			}
+		}
+		if j := slices.Index(b.frontOrder, ext); conns != nil && j >= 0 && j < len(conns) {
+			st.Connections = &conns[j]
 		}
 		logf("%s: %d binds, %d bind failures, %d filters, leading %t", st.Name, st.Binds, st.BindFailures, st.Filters, st.Leading)
 		out = append(out, st)

@@ -1,0 +1,397 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/test/e2e/framework"
+)
+
+// The preemption tests (issue 28) run kube-scheduler v1.37.1 with the shipped configuration,
+// whose extender entry has preemptVerb, on kwok nodes. kwok deletes a pod as soon as it is being
+// deleted; a victim that must stay terminating for a while carries a finalizer of the test's,
+// which the test removes to end its "grace period".
+
+// Priorities of the preemption tests.
+const (
+	lowPriority  = "gpushare-low"
+	midPriority  = "gpushare-mid"
+	highPriority = "gpushare-high"
+	// highNever is high's priority with preemptionPolicy Never.
+	highNever = "gpushare-high-never"
+	// testFinalizer keeps a victim terminating until the test removes it.
+	testFinalizer = "gpushare.io/e2e-hold"
+)
+
+// priorityClasses creates low (10), mid (100), high (1000) and high-never (1000, never preempts).
+func (e *env) priorityClasses() {
+	e.t.Helper()
+	for name, value := range map[string]int32{lowPriority: 10, midPriority: 100, highPriority: 1000, highNever: 1000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if name == highNever {
+			never := v1.PreemptNever
+			pc.PreemptionPolicy = &never
+		}
+		if _, err := e.c.Client.SchedulingV1().PriorityClasses().Create(e.ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// prioPod is a gpu-mem pod of units with a priority class; mutate adjusts it before creation.
+func (e *env) prioPod(name string, units int64, class string, mutate ...func(*v1.Pod)) *v1.Pod {
+	e.t.Helper()
+	p := e.gpuPod(name, units)
+	p.Spec.PriorityClassName = class
+	for _, m := range mutate {
+		m(p)
+	}
+	e.create(p)
+	return p
+}
+
+func withFinalizer(p *v1.Pod) { p.Finalizers = append(p.Finalizers, testFinalizer) }
+func neverPreempts(p *v1.Pod) { pol := v1.PreemptNever; p.Spec.PreemptionPolicy = &pol }
+func labelled(k, v string) func(*v1.Pod) {
+	return func(p *v1.Pod) {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[k] = v
+	}
+}
+
+// cardOf is the card (NVML index) pod name holds memory on, from its annotations; -1 if none.
+func (e *env) cardOf(name string) int {
+	e.t.Helper()
+	p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	idx, ok := p.Annotations[contract.AnnotationIndex]
+	if !ok {
+		return -1
+	}
+	var i int
+	if _, err := fmt.Sscanf(idx, "%d", &i); err != nil {
+		e.t.Fatalf("pod %s index annotation %q: %v", name, idx, err)
+	}
+	return i
+}
+
+// gone reports which of names are being deleted or deleted.
+func (e *env) gone(names ...string) []string {
+	e.t.Helper()
+	var out []string
+	for _, n := range names {
+		p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, n, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			out = append(out, n)
+		case err != nil:
+			e.t.Fatal(err)
+		case p.DeletionTimestamp != nil:
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// release removes the test's finalizer from pod name (its grace period ends).
+func (e *env) release(name string) {
+	e.t.Helper()
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := e.c.Client.CoreV1().Pods("default").Patch(e.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		e.t.Fatal(err)
+	}
+}
+
+// holdOf is pod name's preemption hold, as the extender wrote it.
+func (e *env) holdOf(name string) (scheduler.HoldRecord, bool) {
+	e.t.Helper()
+	p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	raw, ok := p.Annotations[contract.DefaultPreemptionKey]
+	if !ok {
+		return scheduler.HoldRecord{}, false
+	}
+	var rec scheduler.HoldRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		e.t.Fatalf("hold on %s: %v", name, err)
+	}
+	return rec, true
+}
+
+// stillPending fails the test if any of names is bound or any of keep was evicted, after
+// waiting long enough for kube-scheduler to have tried (its backoff and the extender's answer).
+func (e *env) stillPending(wait time.Duration, pending []string, keep []string) {
+	e.t.Helper()
+	time.Sleep(wait)
+	for _, n := range pending {
+		p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, n, metav1.GetOptions{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			e.t.Errorf("pod %s was bound to %s", n, p.Spec.NodeName)
+		}
+	}
+	if g := e.gone(keep...); len(g) > 0 {
+		e.t.Errorf("pods %v were evicted", g)
+	}
+}
+
+// reportPreemption logs the victims and GiB evicted per GiB needed.
+func (e *env) reportPreemption(need int64, victims map[string]int64) {
+	e.t.Helper()
+	var evicted int64
+	names := make([]string, 0, len(victims))
+	for n, u := range victims {
+		evicted += u
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	e.t.Logf("preemption: %d victims %v, %d GiB evicted for %d GiB needed (%.2f GiB per GiB)",
+		len(victims), names, evicted, need, float64(evicted)/float64(need))
+}
+
+// waitEvent waits for an event of reason on pod name whose message contains sub.
+func (e *env) waitEvent(name, reason, sub string) string {
+	e.t.Helper()
+	var msg string
+	if err := poll(e.ctx, time.Minute, func() (bool, error) {
+		list, err := e.c.Client.CoreV1().Events("default").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == reason && strings.Contains(ev.Message, sub) {
+				msg = ev.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		e.t.Fatalf("no %s event containing %q on %s; events:\n%s", reason, sub, name, e.events(name))
+	}
+	return msg
+}
+
+// TestPreemptFragmentedNode: one node of two 16 GiB cards, a 10 GiB low-priority pod on each
+// (12 GiB free on the node, 6 per card). A high-priority 8 GiB pod fits no card; kube-scheduler's
+// own preemption finds no victim (the node total fits). The extender evicts one of the two, holds
+// the card, and the pod binds there once the victim is gone.
+func TestPreemptFragmentedNode(t *testing.T) {
+	e := newEnv(t)
+	e.priorityClasses()
+	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 2)}
+	e.nodes(cards)
+	e.prioPod("low-a", 10, lowPriority)
+	e.prioPod("low-b", 10, lowPriority)
+	e.waitBound("low-a", time.Minute)
+	e.waitBound("low-b", time.Minute)
+	cardA := e.cardOf("low-a")
+	e.prioPod("high", 8, highPriority)
+	e.waitBound("high", 2*time.Minute)
+	victims := e.gone("low-a", "low-b")
+	if len(victims) != 1 {
+		t.Fatalf("victims %v, want exactly one of low-a, low-b", victims)
+	}
+	wantCard := cardA
+	if victims[0] == "low-b" {
+		wantCard = 1 - cardA
+	}
+	if got := e.cardOf("high"); got != wantCard {
+		t.Errorf("high on GPU %d, want GPU %d, the card its victim %s freed", got, wantCard, victims[0])
+	}
+	msg := e.waitEvent("high", scheduler.ReasonPreempting, "default/"+victims[0])
+	t.Logf("event on high: %s", msg)
+	e.reportPreemption(8, map[string]int64{victims[0]: 10})
+	e.checkConsistent(cards)
+}
+
+// TestPreemptFullNode: one 16 GiB card full with a 10 GiB and a 6 GiB low-priority pod. The
+// node total does not fit an 8 GiB high-priority pod: kube-scheduler's preemption proposes the
+// node and calls the extender's preempt verb, which evicts only the 10 GiB pod (one victim; the 6
+// GiB one alone would not do).
+func TestPreemptFullNode(t *testing.T) {
+	e := newEnv(t)
+	e.priorityClasses()
+	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1)}
+	e.nodes(cards)
+	e.prioPod("low-10", 10, lowPriority)
+	e.prioPod("low-6", 6, lowPriority)
+	e.waitBound("low-10", time.Minute)
+	e.waitBound("low-6", time.Minute)
+	e.prioPod("high", 8, highPriority)
+	e.waitBound("high", 2*time.Minute)
+	if got := e.gone("low-10", "low-6"); !slices.Equal(got, []string{"low-10"}) {
+		t.Errorf("victims %v, want [low-10]", got)
+	}
+	e.reportPreemption(8, map[string]int64{"low-10": 10})
+	e.checkConsistent(cards)
+}
+
+// TestPreemptCheaperNode: two nodes of one 16 GiB card; on gpu-0 two 6 GiB low pods and a
+// 4 GiB one fill it, on gpu-1 one 12 GiB low pod and a 4 GiB one. A 10 GiB high pod needs two
+// victims on gpu-0 and one on gpu-1: gpu-1 wins.
+func TestPreemptCheaperNode(t *testing.T) {
+	e := newEnv(t)
+	e.priorityClasses()
+	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1), "gpu-1": framework.Cards("gpu-1", "Tesla T4", 16, 1)}
+	e.nodes(cards)
+	pin := func(node string) func(*v1.Pod) {
+		return func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node} }
+	}
+	e.prioPod("a-6", 6, lowPriority, pin("gpu-0"))
+	e.prioPod("b-6", 6, lowPriority, pin("gpu-0"))
+	e.prioPod("c-4", 4, lowPriority, pin("gpu-0"))
+	e.prioPod("d-12", 12, lowPriority, pin("gpu-1"))
+	e.prioPod("e-4", 4, lowPriority, pin("gpu-1"))
+	for _, n := range []string{"a-6", "b-6", "c-4", "d-12", "e-4"} {
+		e.waitBound(n, time.Minute)
+	}
+	e.prioPod("high", 10, highPriority)
+	bound := e.waitBound("high", 2*time.Minute)
+	if bound.Spec.NodeName != "gpu-1" {
+		t.Errorf("high bound to %s, want gpu-1 (one victim instead of two)", bound.Spec.NodeName)
+	}
+	if got := e.gone("a-6", "b-6", "c-4", "d-12", "e-4"); !slices.Equal(got, []string{"d-12"}) {
+		t.Errorf("victims %v, want [d-12]", got)
+	}
+	e.reportPreemption(10, map[string]int64{"d-12": 12})
+	e.checkConsistent(cards)
+}
+
+// TestPreemptRefused: on nodes of two 16 GiB cards with a 10 GiB pod on each (the node total
+// fits an 8 GiB pod, no card does, so kube-scheduler sends the pod to the extender's filter), a
+// pod evicts nothing when it may not preempt (preemptionPolicy Never), when the pods on the cards
+// have its own priority, or when a PodDisruptionBudget protects every pod whose eviction would
+// free a card; each says why in a GPUPreemptionFailed event and stays pending.
+func TestPreemptRefused(t *testing.T) {
+	e := newEnv(t)
+	e.priorityClasses()
+	cards := map[string][]contract.GPU{
+		"gpu-never": framework.Cards("gpu-never", "Tesla T4", 16, 2),
+		"gpu-equal": framework.Cards("gpu-equal", "Tesla T4", 16, 2),
+		"gpu-pdb":   framework.Cards("gpu-pdb", "Tesla T4", 16, 2),
+	}
+	e.nodes(cards)
+	pin := func(node string) func(*v1.Pod) {
+		return func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node} }
+	}
+	none := intstr.FromInt32(0)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "protect", Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &none, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "protected"}}}}
+	if _, err := e.c.Client.PolicyV1().PodDisruptionBudgets("default").Create(e.ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, n := range []string{"a", "b"} {
+		e.prioPod("low-never-"+n, 10, lowPriority, pin("gpu-never"))
+		e.prioPod("mid-equal-"+n, 10, midPriority, pin("gpu-equal"))
+		e.prioPod("low-pdb-"+n, 10, lowPriority, pin("gpu-pdb"), labelled("app", "protected"))
+		keep = append(keep, "low-never-"+n, "mid-equal-"+n, "low-pdb-"+n)
+	}
+	for _, n := range keep {
+		e.waitBound(n, time.Minute)
+	}
+	e.prioPod("high-never", 8, highPriority, pin("gpu-never"), neverPreempts)
+	e.prioPod("mid-equal-c", 8, midPriority, pin("gpu-equal"))
+	e.prioPod("high-pdb", 8, highPriority, pin("gpu-pdb"))
+	t.Logf("never: %s", e.waitEvent("high-never", scheduler.ReasonPreemptionFailed, "preemptionPolicy is Never"))
+	t.Logf("equal: %s", e.waitEvent("mid-equal-c", scheduler.ReasonPreemptionFailed, "no pod of lower priority"))
+	t.Logf("budget: %s", e.waitEvent("high-pdb", scheduler.ReasonPreemptionFailed, "disruption budget"))
+	e.stillPending(5*time.Second, []string{"high-never", "mid-equal-c", "high-pdb"}, keep)
+	e.reportPreemption(8, nil)
+	e.checkConsistent(cards)
+}
+
+// TestPreemptHoldsFreedMemory: the victim stays terminating (a finalizer); meanwhile the
+// preemptor is not bound (the victim's memory is not free yet) and a low-priority pod asking the
+// freed memory arrives (10 GiB: it would fit the emptied card, not beside the 8 GiB held). When
+// the victim goes, the preemptor gets the card and the low pod does not: it stays pending.
+func TestPreemptHoldsFreedMemory(t *testing.T) {
+	e := newEnv(t)
+	e.priorityClasses()
+	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1)}
+	e.nodes(cards)
+	e.prioPod("victim", 12, lowPriority, withFinalizer)
+	e.waitBound("victim", time.Minute)
+	e.prioPod("high", 8, highPriority)
+	if err := poll(e.ctx, time.Minute, func() (bool, error) { return len(e.gone("victim")) == 1, nil }); err != nil {
+		t.Fatalf("the victim was never evicted; events of high:\n%s", e.events("high"))
+	}
+	rec, ok := e.holdOf("high")
+	if !ok || rec.Node != "gpu-0" || rec.Units != 8 {
+		t.Fatalf("hold on high %+v (%v), want 8 units on gpu-0", rec, ok)
+	}
+	e.prioPod("low-late", 10, lowPriority) // 16 - 8 held: 8 left for others, not 10
+	e.stillPending(3*time.Second, []string{"high", "low-late"}, nil)
+	e.release("victim")
+	e.waitBound("high", 2*time.Minute)
+	e.stillPending(5*time.Second, []string{"low-late"}, []string{"high"})
+	e.reportPreemption(8, map[string]int64{"victim": 12})
+	e.checkConsistent(cards)
+}
+
+// TestPreemptLeaderKilled: two extender replicas; the leader evicts the victim (kept
+// terminating by a finalizer) and is killed. The new leader rebuilds the hold from the
+// preemptor's annotation: a low-priority pod that arrives meanwhile does not get the freed
+// memory, the preemptor does.
+func TestPreemptLeaderKilled(t *testing.T) {
+	e := newEnvWithoutScheduler(t, "--leader-elect-identity=ext-a")
+	b, err := e.c.StartExtenderAs(e.ctx, "extender-b", s.extender, 0, "--leader-elect-identity=ext-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := e.c.StartRoundRobin(e.ext, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(front.Close)
+	if err := e.c.StartScheduler(front.Host); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(e.ctx, 30*time.Second, func() (bool, error) { return e.ext.Leading(e.ctx) }); err != nil {
+		t.Fatalf("the first replica never led: %v", err)
+	}
+	e.priorityClasses()
+	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1)}
+	e.nodes(cards)
+	e.prioPod("victim", 12, lowPriority, withFinalizer)
+	e.waitBound("victim", time.Minute)
+	e.prioPod("high", 8, highPriority)
+	if err := poll(e.ctx, time.Minute, func() (bool, error) { return len(e.gone("victim")) == 1, nil }); err != nil {
+		t.Fatalf("the victim was never evicted; events of high:\n%s", e.events("high"))
+	}
+	e.ext.Proc.Kill()
+	killed := time.Now()
+	if err := poll(e.ctx, time.Minute, func() (bool, error) { return b.Leading(e.ctx) }); err != nil {
+		t.Fatalf("the follower never took over: %v", err)
+	}
+	t.Logf("the follower led %.1f s after the kill", time.Since(killed).Seconds())
+	e.prioPod("low-late", 10, lowPriority) // 16 - 8 held: 8 left for others, not 10
+	e.release("victim")
+	e.ext = b
+	e.waitBound("high", 2*time.Minute)
+	e.stillPending(5*time.Second, []string{"low-late"}, []string{"high"})
+	e.reportPreemption(8, map[string]int64{"victim": 12})
+	e.checkConsistent(cards)
+}
