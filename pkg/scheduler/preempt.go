@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
@@ -296,6 +297,13 @@ func (e *Extender) evict(ctx context.Context, v *placement.PodInfo, dryRun bool)
 	}
 	if dryRun {
 		ev.DeleteOptions.DryRun = []string{metav1.DryRunAll}
+	}
+	// A PodDisruptionBudget's refusal is a 429 with Retry-After: 10, which client-go's Evict
+	// would wait out and retry ten times. The extender wants the answer at once (it then plans
+	// around that pod), so it posts the Eviction without retries where it can.
+	if rc, ok := e.client.PolicyV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		return rc.Post().Namespace(v.Namespace).Resource("pods").Name(v.Name).SubResource("eviction").
+			MaxRetries(0).Body(ev).Do(ctx).Error() //nolint:wrapcheck // the callers say which pod
 	}
 	return e.client.PolicyV1().Evictions(v.Namespace).Evict(ctx, ev) //nolint:wrapcheck // the callers say which pod
 }

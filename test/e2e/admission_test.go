@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -333,8 +334,16 @@ func (a *admissionEnv) extenderCases() []admissionCase {
 	const policy = "gpushare-extender-pods"
 	img := imagePatch(a.t)
 	return []admissionCase{
-		{name: "RBAC refuses patching a pod's image", do: a.patchPod(a.extender, types.StrategicMergePatchType, "default", "on-a", img),
-			want: []string{`cannot patch resource "pods"`}},
+		// RBAC grants the extender pod patches (the preemption hold); the policy allows no more.
+		{name: "patching a pod's image", do: a.patchPod(a.extender, types.StrategicMergePatchType, "default", "on-a", img),
+			want: byPolicy(policy, "not its spec")},
+		{name: "writes the preemption hold on a pending pod", do: a.patchPod(a.extender, types.MergePatchType, "default", "pending-2",
+			annotate(a.t, map[string]string{contract.DefaultPreemptionKey: `{"node":"gpu-a","gpu":0,"units":4,"until":"2030-01-01T00:00:00Z"}`}))},
+		{name: "evicts a pod (dry run)", do: func(ctx context.Context) error {
+			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "on-a", Namespace: "default"},
+				DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
+			return a.extender.PolicyV1().Evictions("default").Evict(ctx, ev)
+		}},
 		{name: "binds a pod with the placement annotations", do: a.bind("pending-1", a.placement(1), true)},
 		{name: "binding with another annotation", do: a.bind("pending-2", map[string]string{"example.com/owner": "me"}, false),
 			want: byPolicy(policy, "it also carries example.com/owner")},
@@ -586,6 +595,9 @@ func (a *admissionEnv) podUpdateCases() []admissionCase {
 			want: byPolicy(policy, `gpushare.io/gpu-core="200"`)},
 		{name: "gpu-model set to a valid value", do: a.patchPod(a.admin, merge, "default", "ok-4", annotate(a.t, map[string]string{names.ModelAnnotation: "T4"}))},
 		{name: "a label of a GPU pod", do: a.patchPod(a.admin, merge, "default", "ok-2x4", mustJSON(a.t, map[string]any{"metadata": map[string]any{"labels": map[string]string{"team": "a"}}}))},
+		{name: "a user writes the preemption hold", do: a.patchPod(a.admin, merge, "default", "ok-4",
+			annotate(a.t, map[string]string{contract.DefaultPreemptionKey: `{"node":"gpu-a","gpu":0,"units":4,"until":"2030-01-01T00:00:00Z"}`})),
+			want: byPolicy(policy, "written by the gpushare extender only")},
 	}
 }
 
