@@ -18,17 +18,19 @@ type fakeOptions struct {
 	host   string
 	memory string
 	gpus   int
+	links  string
 }
 
 func (f *fakeOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.host, "fake-gpus", "dgxa100", "mock host to serve: "+strings.Join(mockhost.Names(), ", "))
 	fs.StringVar(&f.memory, "fake-gpu-memory", "", "memory of every fake GPU, e.g. 40Gi (default: the mock's own)")
 	fs.IntVar(&f.gpus, "fake-gpu-count", 0, "keep only this many GPUs of the mock host (0 = all)")
+	fs.StringVar(&f.links, "fake-gpu-links", mockhost.LinksNVSwitch, "how the fake GPUs are joined: "+strings.Join(mockhost.LinkLayouts(), ", "))
 }
 
 // openNVML builds the mock host.
 func openNVML(f *fakeOptions) (nvml.Interface, error) {
-	o := mockhost.Options{GPUs: f.gpus}
+	o := mockhost.Options{GPUs: f.gpus, Links: f.links}
 	if f.memory != "" {
 		q, err := resource.ParseQuantity(f.memory)
 		if err != nil || q.Value() <= 0 {

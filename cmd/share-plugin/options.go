@@ -29,6 +29,7 @@ type options struct {
 	metricsAddress     string
 	usagePeriod        time.Duration
 	hostProc           string
+	sysfsRoot          string
 	memoryLimit        deviceplugin.MemoryLimitConfig
 	fake               fakeOptions
 }
@@ -48,6 +49,7 @@ func newOptions() *options {
 		metricsAddress:     ":9446",
 		usagePeriod:        10 * time.Second,
 		hostProc:           "/proc",
+		sysfsRoot:          "/sys",
 		memoryLimit:        deviceplugin.DefaultMemoryLimitConfig(),
 	}
 }
@@ -68,6 +70,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "address serving /metrics (GPU memory and utilization per card and per container); empty disables")
 	fs.DurationVar(&o.usagePeriod, "usage-period", o.usagePeriod, "how often GPU usage is read from NVML")
 	fs.StringVar(&o.hostProc, "host-proc", o.hostProc, "the host's /proc, where GPU processes' cgroups are read (mount it, e.g. at /host/proc, when the plugin has its own PID namespace)")
+	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "where sysfs is mounted: a card whose NUMA node NVML does not know gets <root>/bus/pci/devices/<bus ID>/numa_node")
 	fs.StringVar(&o.memoryLimit.Mode, "memory-limit", o.memoryLimit.Mode, "how containers are held to the GPU memory they ask: hami-core (HAMi-core preloaded into every container, a limit per card) or none")
 	fs.StringVar(&o.memoryLimit.Library, "hami-core-library", o.memoryLimit.Library, "absolute host path of HAMi-core's libvgpu.so, mounted read-only at the same path into containers (the plugin must see the host's file there)")
 	fs.StringVar(&o.memoryLimit.InstallFrom, "hami-core-install-from", o.memoryLimit.InstallFrom, "a libvgpu.so (e.g. the image's) copied to --hami-core-library at start; empty installs nothing")
@@ -91,6 +94,9 @@ func (o *options) validate() error {
 	if err := deviceplugin.ValidateMemoryLimit(o.memoryLimit); err != nil {
 		errs = append(errs, err)
 	}
+	if o.sysfsRoot == "" {
+		errs = append(errs, errors.New("--sysfs-root must not be empty"))
+	}
 	if o.resyncPeriod <= 0 || o.resolveWait < 0 {
 		errs = append(errs, fmt.Errorf("--resync-period must be > 0 and --resolve-wait >= 0"))
 	}
@@ -104,5 +110,6 @@ func (o *options) pluginOptions() []deviceplugin.Option {
 		deviceplugin.WithKubeletDir(o.kubeletDir), deviceplugin.WithSocketName(o.socketName),
 		deviceplugin.WithResyncPeriod(o.resyncPeriod), deviceplugin.WithResolveWait(o.resolveWait),
 		deviceplugin.WithHealthCheck(o.healthCheck), deviceplugin.WithMemoryLimit(o.memoryLimit),
+		deviceplugin.WithSysfsRoot(o.sysfsRoot),
 	}
 }

@@ -24,6 +24,8 @@ func TestOptions(t *testing.T) {
 		{name: "HAMi-core with the default paths", env: "n1", args: []string{"--memory-limit=hami-core"}},
 		{name: "HAMi-core library path not absolute", env: "n1", args: []string{"--memory-limit=hami-core", "--hami-core-library=libvgpu.so"}, wantErr: "absolute"},
 		{name: "HAMi-core state folder not absolute", env: "n1", args: []string{"--memory-limit=hami-core", "--hami-core-state-dir=var/lib"}, wantErr: "absolute"},
+		{name: "sysfs elsewhere", env: "n1", args: []string{"--sysfs-root=/host/sys"}},
+		{name: "no sysfs root", env: "n1", args: []string{"--sysfs-root="}, wantErr: "--sysfs-root"},
 		{name: "unknown memory limit mode", env: "n1", args: []string{"--memory-limit=mps"}, wantErr: "memory limit mode"},
 	}
 	for _, tt := range tests {

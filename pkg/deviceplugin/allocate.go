@@ -41,6 +41,7 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 			p.tracker.forget(func(h *handout) bool { return h.devices == devicesKey(ids) && h.owner == refOf(ch) })
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
+		p.checkAlignment(ctx, ch, ids)
 		mode, reason := p.limits.Mode()
 		if mode == contract.MemoryLimitUnavailable {
 			p.warnPod(ctx, ch.pod, ReasonMemoryLimitUnavailable, fmt.Sprintf("container %s runs WITHOUT a GPU memory limit on node %s: %s",
@@ -134,8 +135,13 @@ func (p *Plugin) containerResponse(ch *choice) (*pluginapi.ContainerAllocateResp
 }
 
 // GetPreferredAllocation steers kubelet to units of the GPU(s) the extender chose for the
-// container about to be allocated, so that the device IDs tell which card a container uses.
+// container about to be allocated, as many on each card as the placement puts there, so that
+// the device IDs tell which card a container uses and the NUMA node kubelet aligns it to is
+// its cards'. Under a Topology Manager policy kubelet offers only the devices of the NUMA
+// nodes it chose; when those lack the placement's cards, the answer cannot name them (logged;
+// Allocate then warns the pod, see checkAlignment).
 func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	logger := klog.FromContext(p.baseCtx(ctx))
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, creq := range req.GetContainerRequests() {
 		size := int64(creq.GetAllocationSize())
@@ -143,9 +149,13 @@ func (p *Plugin) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 		if ch, err := p.resolve(ctx, size, nil, false); err == nil {
 			placement = ch.placement
 		} else {
-			klog.FromContext(p.baseCtx(ctx)).V(2).Info("No preference", "reason", err.Error())
+			logger.V(2).Info("No preference", "reason", err.Error())
 		}
 		ids := p.prefer(creq.GetAvailableDeviceIDs(), creq.GetMustIncludeDeviceIDs(), placement, int(size))
+		if placement != nil && !p.coversPlacement(ids, placement) {
+			logger.V(2).Info("Kubelet offers too few units of the placement's cards (Topology Manager alignment?)",
+				"placement", placement, "offered", p.cardsOf(creq.GetAvailableDeviceIDs()))
+		}
 		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
 	}
 	return resp, nil

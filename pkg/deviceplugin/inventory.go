@@ -27,13 +27,16 @@ type gpu struct {
 	healthy bool
 }
 
-// inventory is the node's GPUs. The card list is fixed at start; health changes.
+// inventory is the node's GPUs. The card list, their NUMA nodes and links are fixed at start;
+// health changes.
 type inventory struct {
 	mu      sync.RWMutex // guards healthy of every gpu and changed
 	gpus    []gpu        // sorted by index
 	byUUID  map[string]int
 	byIndex map[int]int
 	changed chan struct{} // closed and replaced on every health change
+	// links is the link matrix by position in gpus (readTopology); nil when unknown.
+	links [][]contract.Link
 }
 
 // newInventory reads every GPU from NVML and sizes it in units of names.
@@ -156,9 +159,14 @@ func (inv *inventory) contractGPUs(memoryLimit string) []contract.GPU {
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	out := make([]contract.GPU, 0, len(inv.gpus))
-	for _, g := range inv.gpus {
-		out = append(out, contract.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Units: g.units, Healthy: g.healthy,
-			MemoryLimit: memoryLimit})
+	for pos, g := range inv.gpus {
+		c := contract.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Units: g.units, Healthy: g.healthy,
+			MemoryLimit: memoryLimit}
+		if g.NUMANode != nvml.NoNUMANode {
+			c.NUMA = &g.NUMANode
+		}
+		c.Links, c.TopologyVersion = inv.linksRow(pos)
+		out = append(out, c)
 	}
 	return out
 }

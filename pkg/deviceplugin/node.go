@@ -12,10 +12,16 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
+// GPUs returns the node's cards as the inventory annotation publishes them: health, memory
+// limit mode, NUMA node and links included.
+func (p *Plugin) GPUs() []contract.GPU {
+	mode, _ := p.limits.Mode()
+	return p.inv.contractGPUs(mode)
+}
+
 // publishNode writes the GPU inventory annotation and the gpu-count capacity of the node.
 func (p *Plugin) publishNode(ctx context.Context) error {
-	mode, _ := p.limits.Mode()
-	gpus := p.inv.contractGPUs(mode)
+	gpus := p.GPUs()
 	value, err := contract.EncodeGPUs(gpus)
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ type config struct {
 	verifyTTL    time.Duration
 	health       bool
 	memoryLimit  MemoryLimitConfig
+	sysfsRoot    string
 	logger       klog.Logger
 }
 
@@ -40,6 +41,7 @@ func defaultConfig() config {
 		verifyTTL:    2 * time.Minute,
 		health:       true,
 		memoryLimit:  DefaultMemoryLimitConfig(),
+		sysfsRoot:    "/sys",
 		logger:       klog.Background(),
 	}
 }
@@ -76,6 +78,10 @@ func WithResolveWait(d time.Duration) Option { return func(c *config) { c.resolv
 // WithResyncPeriod sets how often the reconciler cross-checks Allocate's choices against the
 // PodResources source and marks pods assigned. Default 2s.
 func WithResyncPeriod(d time.Duration) Option { return func(c *config) { c.resyncPeriod = d } }
+
+// WithSysfsRoot sets where sysfs is mounted: a card whose NUMA node NVML does not know gets the
+// one in <root>/bus/pci/devices/<PCI bus ID>/numa_node. Default /sys.
+func WithSysfsRoot(root string) Option { return func(c *config) { c.sysfsRoot = root } }
 
 // WithHealthCheck turns the NVML XID watch on or off. Default on.
 func WithHealthCheck(on bool) Option { return func(c *config) { c.health = on } }

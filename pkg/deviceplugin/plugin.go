@@ -51,6 +51,7 @@ func New(nv nvml.Interface, client kubernetes.Interface, opts ...Option) (*Plugi
 	if err != nil {
 		return nil, err
 	}
+	inv.readTopology(cfg.logger, nv, cfg.sysfsRoot)
 	if cfg.pods == nil {
 		cfg.pods = NewInformerPodSource(client, cfg.nodeName)
 	}

@@ -91,9 +91,12 @@ func TestRunRegistersServesAndWatchesHealth(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{"healthy@0": 4, "Unhealthy@1": 8}, summarize(t, stream)); diff != "" {
 		t.Errorf("devices after XID 79 (-want,+got):\n%s", diff)
 	}
+	numa0, numa1 := 0, 1
 	wantGPUs := []contract.GPU{
-		{Index: 0, UUID: uuid(0), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 4, Healthy: true, MemoryLimit: contract.MemoryLimitNone},
-		{Index: 1, UUID: uuid(1), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 8, Healthy: false, MemoryLimit: contract.MemoryLimitNone},
+		{Index: 0, UUID: uuid(0), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 4, Healthy: true, MemoryLimit: contract.MemoryLimitNone,
+			NUMA: &numa0, Links: "X NV12", TopologyVersion: contract.TopologyVersion},
+		{Index: 1, UUID: uuid(1), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 8, Healthy: false, MemoryLimit: contract.MemoryLimitNone,
+			NUMA: &numa1, Links: "NV12 X", TopologyVersion: contract.TopologyVersion},
 	}
 	waitNode(t, ctx, client, wantGPUs)
 

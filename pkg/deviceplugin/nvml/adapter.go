@@ -27,6 +27,9 @@ func asError(what string, ret gonvml.Return) error {
 	if ret == gonvml.ERROR_LIBRARY_NOT_FOUND {
 		return fmt.Errorf("%s: %w", what, ErrLibraryNotFound)
 	}
+	if ret == gonvml.ERROR_NOT_SUPPORTED {
+		return fmt.Errorf("%s: %w (nvml error %d)", what, ErrNotSupported, int32(ret))
+	}
 	return fmt.Errorf("%s: nvml error %d: %s", what, int32(ret), ret.Error())
 }
 
@@ -62,8 +65,13 @@ func (l *lib) Device(i int) (Device, error) {
 	if out.Minor, ret = d.GetMinorNumber(); ret != gonvml.SUCCESS {
 		err = errors.Join(err, asError("minor number", ret))
 	}
-	if numa, ret := d.GetNumaNodeId(); ret == gonvml.SUCCESS && numa >= 0 {
-		out.NUMANode = numa
+	if l.hasSymbol(symNumaNodeID) {
+		if numa, ret := d.GetNumaNodeId(); ret == gonvml.SUCCESS && numa >= 0 {
+			out.NUMANode = numa
+		}
+	}
+	if pci, ret := d.GetPciInfo(); ret == gonvml.SUCCESS {
+		out.BusID = busIDOf(pci)
 	}
 	if err != nil {
 		return Device{}, fmt.Errorf("device %d: %w", i, err)

@@ -25,8 +25,8 @@ func TestDevice(t *testing.T) {
 			host: "dgxa100",
 			opts: mockhost.Options{GPUs: 2, MemoryBytes: 40 << 30, MemoryByIndex: map[int]uint64{1: 80 << 30}},
 			want: []nvml.Device{
-				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, Minor: 0, NUMANode: 0},
-				{Index: 1, UUID: "GPU-6a5e0001-0000-4000-8000-000000000001", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 80 << 30, Minor: 1, NUMANode: 1},
+				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, Minor: 0, NUMANode: 0, BusID: "0000:07:00.0"},
+				{Index: 1, UUID: "GPU-6a5e0001-0000-4000-8000-000000000001", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 80 << 30, Minor: 1, NUMANode: 1, BusID: "0000:0f:00.0"},
 			},
 		},
 		{
@@ -34,7 +34,7 @@ func TestDevice(t *testing.T) {
 			host: "dgxh100",
 			opts: mockhost.Options{GPUs: 1},
 			want: []nvml.Device{
-				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 81920 << 20, NUMANode: 0},
+				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 81920 << 20, NUMANode: 0, BusID: "0000:07:00.0"},
 			},
 		},
 	}

@@ -5,6 +5,8 @@ package nvml
 import (
 	"errors"
 	"time"
+
+	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // ErrTimeout is returned by EventWaiter.Wait when no event arrived in time.
@@ -12,6 +14,10 @@ var ErrTimeout = errors.New("nvml: no event before the timeout")
 
 // ErrLibraryNotFound is returned by Init when libnvidia-ml.so.1 cannot be loaded.
 var ErrLibraryNotFound = errors.New("nvml: libnvidia-ml.so.1 not found (is the NVIDIA driver installed and the library mounted into the container?)")
+
+// ErrNotSupported is wrapped by errors of calls the card or the driver does not support
+// (NVML's ERROR_NOT_SUPPORTED, or a function missing from an older library).
+var ErrNotSupported = errors.New("nvml: not supported")
 
 // NoNUMANode is Device.NUMANode when NVML does not know the card's NUMA node.
 const NoNUMANode = -1
@@ -28,8 +34,12 @@ type Device struct {
 	MemoryBytes uint64
 	// Minor is the /dev/nvidiaN minor number.
 	Minor int
-	// NUMANode is the card's NUMA node, or NoNUMANode.
+	// NUMANode is the card's NUMA node as NVML reports it, or NoNUMANode (NVML knows it only
+	// where the platform makes GPUs NUMA nodes; the plugin then reads sysfs).
 	NUMANode int
+	// BusID is the card's PCI address as sysfs names it, lower-case with a 4-digit domain
+	// ("0000:07:00.0"); empty when NVML did not say.
+	BusID string
 }
 
 // Event is a critical XID reported by NVML for one GPU.
@@ -79,6 +89,13 @@ type Interface interface {
 	Usage(i int) (Usage, error)
 	// WatchXIDs registers for critical XID events on the given GPUs (by UUID).
 	WatchXIDs(uuids []string) (EventWaiter, error)
+	// NVLinks lists the active NVLink links of the GPU with NVML index i and what each one
+	// reaches; none for a card without NVLink (ErrNotSupported is not returned for that).
+	NVLinks(i int) ([]NVLink, error)
+	// CommonAncestor is how the GPUs with NVML indexes i and j reach each other over PCIe and
+	// the CPUs: contract.LinkPIX (at most one PCIe switch) down to contract.LinkSYS (across
+	// NUMA nodes).
+	CommonAncestor(i, j int) (contract.Link, error)
 }
 
 // EventWaiter yields XID events; Close releases it.

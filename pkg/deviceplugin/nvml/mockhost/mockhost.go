@@ -82,6 +82,9 @@ type Options struct {
 	MemoryByIndex map[int]uint64
 	// GPUs keeps only the first GPUs of the host when > 0.
 	GPUs int
+	// Links shapes what NVML reports between the cards (topology.go): LinksNVSwitch (the
+	// default), LinksPCIe or LinksPairs.
+	Links string
 }
 
 // New builds the named host ("dgxa100", ...).
@@ -89,6 +92,10 @@ func New(name string, o Options) (*Host, error) {
 	mk, ok := hosts()[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownHost, name, strings.Join(Names(), ", "))
+	}
+	layout, err := layoutOf(name, o.Links)
+	if err != nil {
+		return nil, err
 	}
 	s := mk()
 	if o.GPUs > 0 && o.GPUs < len(s.Devices) {
@@ -125,6 +132,7 @@ func New(name string, o Options) (*Host, error) {
 			return gonvml.EventTypeXidCriticalError, gonvml.SUCCESS
 		}
 		dev.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return gonvml.SUCCESS }
+		layout.wire(dev, i, len(s.Devices))
 	}
 	s.EventSetCreateFunc = h.newEventSet
 	return h, nil

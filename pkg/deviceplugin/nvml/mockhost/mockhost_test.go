@@ -1,6 +1,7 @@
 package mockhost
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,5 +24,30 @@ func TestNewOverridesMemory(t *testing.T) {
 	mem, _ := h.Devices[2].GetMemoryInfo()
 	if mem.Total != 1<<30 || mem.Free != 1<<30 {
 		t.Errorf("memory of GPU 2 = %+v, want 1Gi total and free", mem)
+	}
+}
+
+func TestLinkLayouts(t *testing.T) {
+	tests := []struct {
+		name    string
+		links   string
+		wantErr bool
+	}{
+		{name: "default", links: ""},
+		{name: "nvswitch", links: LinksNVSwitch},
+		{name: "pcie", links: LinksPCIe},
+		{name: "pairs", links: LinksPairs},
+		{name: "unknown", links: "mesh", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New("dgxa100", Options{GPUs: 2, Links: tt.links})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("New(Links: %q) = %v, want error %t", tt.links, err, tt.wantErr)
+			}
+			if tt.wantErr && !errors.Is(err, ErrUnknownLinks) {
+				t.Errorf("New(Links: %q) = %v, want ErrUnknownLinks", tt.links, err)
+			}
+		})
 	}
 }
