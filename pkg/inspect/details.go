@@ -7,8 +7,8 @@ import (
 )
 
 // PrintDetails prints, per node, its pods with their units on each card (and pending units when
-// the node has any), the node's allocated/total, then the cluster line. wide adds each node's
-// card table (model, UUID, health).
+// the node has any), the node's allocated/total, then the cluster line. wide adds what joins
+// each multi-card pod's cards and each node's card table (model, UUID, health, NUMA node).
 func PrintDetails(out io.Writer, r *Report, wide bool) error {
 	for i := range r.Nodes {
 		if i > 0 {
@@ -29,7 +29,7 @@ func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide bool) erro
 	t.row("NAME:", n.Name)
 	t.row("IPADDRESS:", orDash(n.Address))
 	t.row()
-	writePodTable(t, n)
+	writePodTable(t, n, wide)
 	t.row()
 	if wide {
 		writeCards(t, []NodeReport{*n}, unit)
@@ -41,8 +41,9 @@ func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide bool) erro
 }
 
 // writePodTable writes one row per pod with a column per card of the node and a PENDING
-// column when the node has pending units, then a row with each card's allocated/total.
-func writePodTable(t *rows, n *NodeReport) {
+// column when the node has pending units, then a row with each card's allocated/total. wide
+// adds a CARDS column: what joins a multi-card pod's cards.
+func writePodTable(t *rows, n *NodeReport, wide bool) {
 	pending := n.PendingUnits > 0
 	h := []string{"NAME", "NAMESPACE"}
 	for _, g := range n.GPUs {
@@ -51,9 +52,16 @@ func writePodTable(t *rows, n *NodeReport) {
 	if pending {
 		h = append(h, "PENDING(Allocated)")
 	}
+	if wide {
+		h = append(h, "CARDS")
+	}
 	t.row(h...)
 	for i := range n.Pods {
-		t.row(podRow(&n.Pods[i], n, pending)...)
+		row := podRow(&n.Pods[i], n, pending)
+		if wide {
+			row = append(row, orDash(n.Pods[i].Links))
+		}
+		t.row(row...)
 	}
 	t.row(cardTotalsRow(n, pending)...)
 }

@@ -69,6 +69,8 @@ func TestGoldenViews(t *testing.T) {
 		{name: "unit-mib", args: []string{"--unit", "1Mi"}},
 		{name: "empty", objs: st.Nodes()[3:]},
 		{name: "empty-json", objs: []runtime.Object{}, args: []string{"-o", "json"}},
+		{name: "details-wide-topology", objs: st.TopologyCluster(), args: []string{"-d", "-o", "wide"}},
+		{name: "json-topology", objs: st.TopologyCluster(), args: []string{"-o", "json"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,6 +92,13 @@ type GPUReport struct {
 	Allocated int64 `json:"allocated"`
 	// Total is the card's memory in units.
 	Total int64 `json:"total"`
+	// NUMA is the card's NUMA node from the device plugin's node annotation; absent when
+	// unknown.
+	NUMA *int `json:"numa,omitempty"`
+	// Links is the card's row of the node's link matrix as the device plugin publishes it
+	// (docs/contract.md: "X" for itself, NV<n>, PIX, PXB, PHB, NODE or SYS per card in index
+	// order); empty when unknown.
+	Links string `json:"links,omitempty"`
 }
 
 // PodReport is one pod holding memory.
@@ -112,6 +119,9 @@ type PodReport struct {
 	// Allocation is the per-container placement as in the pod annotation
 	// scheduler.framework.gpushare.allocation: container key → card index → units.
 	Allocation contract.Allocation `json:"allocation,omitempty"`
+	// Links says what joins the pod's cards when it holds memory on several, e.g.
+	// "GPU0+GPU1 (NV4)" ("(unknown)" when the node publishes no topology); empty otherwise.
+	Links string `json:"links,omitempty"`
 }
 
 // BuildReport feeds nodes and pods to the extender's cache and renders its snapshots. Only
@@ -120,10 +130,12 @@ type PodReport struct {
 func BuildReport(names contract.Names, c cache.Cache, nodes []v1.Node, pods []v1.Pod, namespace string) Report {
 	addrs := make(map[string]string, len(nodes))
 	limits := make(map[string]string, len(nodes))
+	tops := make(map[string]nodeTopology, len(nodes))
 	for i := range nodes {
 		c.SetNode(&nodes[i])
 		addrs[nodes[i].Name] = nodeAddress(&nodes[i])
 		limits[nodes[i].Name] = memoryLimitOf(&nodes[i], &names)
+		tops[nodes[i].Name] = topologyOf(&nodes[i], &names)
 	}
 	for i := range pods {
 		c.SetPod(&pods[i])
@@ -134,7 +146,7 @@ func BuildReport(names contract.Names, c cache.Cache, nodes []v1.Node, pods []v1
 		if !n.SharesGPUs() {
 			continue
 		}
-		nr := nodeReport(n, addrs[n.Name], namespace)
+		nr := nodeReport(n, addrs[n.Name], namespace, tops[n.Name])
 		nr.MemoryLimit = limits[n.Name]
 		r.Cluster.Allocated += nr.Allocated
 		r.Cluster.Total += nr.Total
@@ -144,17 +156,21 @@ func BuildReport(names contract.Names, c cache.Cache, nodes []v1.Node, pods []v1
 	return r
 }
 
-func nodeReport(n *placement.NodeInfo, addr, namespace string) NodeReport {
+func nodeReport(n *placement.NodeInfo, addr, namespace string, top nodeTopology) NodeReport {
 	nr := NodeReport{Name: n.Name, Address: addr, Inventory: n.Inventory, PendingUnits: n.PendingUnits,
 		Summary: Summary{Allocated: n.UsedUnits(), Total: n.TotalUnits()},
 		GPUs:    make([]GPUReport, 0, len(n.GPUs)), Pods: []PodReport{}}
 	for _, g := range n.GPUs {
 		nr.GPUs = append(nr.GPUs, GPUReport{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy,
-			Allocated: g.Used, Total: g.Capacity})
+			Allocated: g.Used, Total: g.Capacity, NUMA: top.numa[g.Index], Links: top.links[g.Index]})
 	}
 	for i := range n.Pods {
 		if namespace == "" || n.Pods[i].Namespace == namespace {
-			nr.Pods = append(nr.Pods, podReport(&n.Pods[i], n))
+			pr := podReport(&n.Pods[i], n)
+			if cards := pr.cards(); len(cards) > 1 {
+				pr.Links = top.describe(cards)
+			}
+			nr.Pods = append(nr.Pods, pr)
 		}
 	}
 	return nr
@@ -178,6 +194,18 @@ func podReport(p *placement.PodInfo, n *placement.NodeInfo) PodReport {
 		}
 	}
 	return pr
+}
+
+// cards lists the indexes of the cards the pod holds memory on, sorted.
+func (p *PodReport) cards() []int {
+	out := make([]int, 0, len(p.GPUs))
+	for k := range p.GPUs {
+		if g, err := strconv.Atoi(k); err == nil {
+			out = append(out, g)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // memoryLimitOf reads the node's memory limit mode from its inventory annotation: the cards'

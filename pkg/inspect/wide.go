@@ -5,8 +5,8 @@ import (
 	"strconv"
 )
 
-// PrintWide prints the default table, then one row per card with its model, UUID, health and
-// the node's memory limit mode, then the cluster line.
+// PrintWide prints the default table, then one row per card with its model, UUID, health,
+// NUMA node and the node's memory limit mode, then the cluster line.
 func PrintWide(out io.Writer, r *Report) error {
 	w := newTable(out)
 	t := &rows{w: w}
@@ -21,12 +21,12 @@ func PrintWide(out io.Writer, r *Report) error {
 
 // writeCards writes the card table of nodes.
 func writeCards(t *rows, nodes []NodeReport, unit string) {
-	t.row("NODE", "GPU", "MODEL", "UUID", "HEALTH", "ALLOCATED/TOTAL("+unit+")", "INVENTORY", "MEMORY-LIMIT")
+	t.row("NODE", "GPU", "MODEL", "UUID", "HEALTH", "ALLOCATED/TOTAL("+unit+")", "INVENTORY", "MEMORY-LIMIT", "NUMA")
 	for i := range nodes {
 		n := &nodes[i]
 		for _, g := range n.GPUs {
 			t.row(n.Name, strconv.Itoa(g.Index), orDash(g.Model), orDash(g.UUID), health(g.Healthy),
-				fraction(g.Allocated, g.Total), string(n.Inventory), orDash(n.MemoryLimit))
+				fraction(g.Allocated, g.Total), string(n.Inventory), orDash(n.MemoryLimit), numaCell(g.NUMA))
 		}
 	}
 }

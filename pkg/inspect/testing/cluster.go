@@ -65,3 +65,25 @@ func Pods() []runtime.Object {
 }
 
 func running(p *ct.PodWrapper) *v1.Pod { return p.Phase(v1.PodRunning).Obj() }
+
+// TopologyCluster returns a cluster whose node publishes its cards' topology:
+//   - node-nv: four 40-unit A100s, NVLink pairs (0,1) and (2,3) on NUMA nodes 0 and 1, joined
+//     across sockets (SYS); a pod on the NVLinked pair, a pod over three cards (one NVLinked
+//     pair and a card across sockets), and a one-card pod.
+func TopologyCluster() []runtime.Object {
+	node := withIPs(ct.MakeNode("node-nv").GPUs(40, 40, 40, 40).Obj(), "10.0.0.4")
+	// the inventory as a share-plugin that reads the topology publishes it
+	node.Annotations[contract.DefaultNodeGPUsKey] = `[` +
+		`{"index":0,"uuid":"GPU-node-nv-0","model":"NVIDIA A100-SXM4-40GB","units":40,"healthy":true,"memoryLimit":"hami-core","numa":0,"links":"X NV4 SYS SYS","topologyVersion":1},` +
+		`{"index":1,"uuid":"GPU-node-nv-1","model":"NVIDIA A100-SXM4-40GB","units":40,"healthy":true,"memoryLimit":"hami-core","numa":0,"links":"NV4 X SYS SYS","topologyVersion":1},` +
+		`{"index":2,"uuid":"GPU-node-nv-2","model":"NVIDIA A100-SXM4-40GB","units":40,"healthy":true,"memoryLimit":"hami-core","numa":1,"links":"SYS SYS X NV4","topologyVersion":1},` +
+		`{"index":3,"uuid":"GPU-node-nv-3","model":"NVIDIA A100-SXM4-40GB","units":40,"healthy":true,"memoryLimit":"hami-core","numa":1,"links":"SYS SYS NV4 X","topologyVersion":1}]`
+	return []runtime.Object{
+		node,
+		running(ct.MakePod().Name("tp-pair").Node("node-nv").GPUMem(8).
+			Annotation(contract.DefaultGPUsPerContainer, "2").Placement(`{"0":{"0":4,"1":4}}`)),
+		running(ct.MakePod().Namespace("team-a").Name("tp-three").Node("node-nv").GPUMem(6).
+			Annotation(contract.DefaultGPUsPerContainer, "3").Placement(`{"0":{"1":2,"2":2,"3":2}}`)),
+		running(ct.MakePod().Name("single").Node("node-nv").GPUMem(5).Placement(`{"0":{"2":5}}`)),
+	}
+}

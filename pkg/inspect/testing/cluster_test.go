@@ -45,3 +45,40 @@ func TestClusterIsValid(t *testing.T) {
 		t.Errorf("card health per node (-want,+got):\n%s", diff)
 	}
 }
+
+// TestTopologyClusterIsValid checks the topology fixture: its placements match their asks and
+// its inventory decodes into a link matrix with the NUMA nodes its doc gives.
+func TestTopologyClusterIsValid(t *testing.T) {
+	names := contract.DefaultNames()
+	for _, o := range TopologyCluster() {
+		switch o := o.(type) {
+		case *v1.Pod:
+			req, err := contract.ParseRequest(o, &names)
+			if err != nil {
+				t.Fatalf("pod %s: %v", o.Name, err)
+			}
+			if alloc, ok, err := contract.AllocationFromPod(o, &req); err != nil || !ok || !alloc.Matches(&req) {
+				t.Errorf("pod %s: placement %v does not match its request (err %v)", o.Name, alloc, err)
+			}
+		case *v1.Node:
+			gpus, err := contract.DecodeGPUs(o.Annotations[names.NodeGPUsAnnotation])
+			if err != nil {
+				t.Fatal(err)
+			}
+			top, err := contract.TopologyOf(gpus)
+			if err != nil || top == nil {
+				t.Fatalf("TopologyOf() = %v, %v; want a matrix", top, err)
+			}
+			var numa []int
+			for _, g := range gpus {
+				numa = append(numa, *g.NUMA)
+			}
+			if diff := cmp.Diff([]int{0, 0, 1, 1}, numa); diff != "" {
+				t.Errorf("NUMA nodes (-want,+got):\n%s", diff)
+			}
+			if got := top.Link(0, 1); got != contract.NVLinkOf(4) {
+				t.Errorf("Link(0,1) = %v, want NV4", got)
+			}
+		}
+	}
+}
