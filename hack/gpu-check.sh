@@ -3,6 +3,10 @@
 # share-plugin's Allocate holds containers to their ask through HAMi-core (hack/gpucheck: real
 # NVML, fake API server and kubelet, each container a mount namespace with Allocate's mounts and
 # env). Needs root, an NVIDIA GPU with its driver, and python3 with PyTorch or nvcc.
+# On a machine with several GPUs it also checks the cards' topology as the share-plugin reads it
+# (a link for every pair, the same as nvidia-smi topo -m, NUMA nodes) and prints the link
+# matrix; on one GPU it prints a SKIP line for it, never counted as a pass. gpucheck
+# -topology-only runs that part alone (no HAMi-core, no workload; exit 77 on one GPU).
 #
 # Exit status: 0 every check passed; 1 a check failed or the run broke; 77 skipped (no GPU, not
 # root, no mount namespaces, neither PyTorch nor nvcc): a skip is never a pass.

@@ -27,6 +27,7 @@ type options struct {
 	unitsA, unitsB          int64
 	timeout                 time.Duration
 	keep, probeOnly         bool
+	topologyOnly            bool
 }
 
 // versions are the driver's versions, for the report.
@@ -49,11 +50,13 @@ type checkRun struct {
 	// onRunning, when set, is called once the given workloads are waiting to be measured (tests
 	// with a mock NVML make their memory appear there).
 	onRunning func(procs []*process)
+	// smi runs nvidia-smi topo -m; nil without nvidia-smi (the topology is then not compared).
+	smi func(ctx context.Context) (string, error)
 }
 
 // runGPUCheck runs the check on this machine's GPU (NVML initialized) and writes the report;
 // it returns the exit status.
-func runGPUCheck(ctx context.Context, opts *options, nv nvml.Interface, ver versions, w io.Writer) int {
+func runGPUCheck(ctx context.Context, opts *options, nv nvml.Interface, ver versions, smi func(context.Context) (string, error), w io.Writer) int {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
@@ -67,7 +70,7 @@ func runGPUCheck(ctx context.Context, opts *options, nv nvml.Interface, ver vers
 	} else {
 		defer func() { _ = os.RemoveAll(dir) }()
 	}
-	r := &checkRun{opts: opts, nv: nv, dir: dir}
+	r := &checkRun{opts: opts, nv: nv, dir: dir, smi: smi}
 	if r.card, err = nv.Device(checkCard); err != nil {
 		logger.Error(err, "Reading the card")
 		return 1
@@ -83,6 +86,7 @@ func runGPUCheck(ctx context.Context, opts *options, nv nvml.Interface, ver vers
 	}
 	r.measureContext(ctx)
 	r.runPods(ctx)
+	r.checkTopology(ctx, r.smi)
 	r.addMachineNotes(ver)
 	return r.render(w)
 }
@@ -228,17 +232,12 @@ func (r *checkRun) startContainers(ctx context.Context, adm []admitted, owners *
 
 // addMachineNotes adds the GPU, driver, workload and library to the notes.
 func (r *checkRun) addMachineNotes(ver versions) {
-	n, _ := r.nv.DeviceCount()
-	topology := "one GPU: nothing to check for topology"
-	if n > 1 {
-		topology = fmt.Sprintf("topology: %d GPUs", n)
-	}
 	r.notes = append([]string{
 		fmt.Sprintf("GPU: %s, %s (NVML index %d, %s)", r.card.Model, mib(int64(r.card.MemoryBytes)), checkCard, r.card.UUID), //nolint:gosec // G115: GPU memory fits
 		fmt.Sprintf("driver: %s; CUDA (driver): %s", ver.Driver, ver.CUDA),
 		fmt.Sprintf("workload: %s (%s)", r.wl.kind, r.runtime),
 		fmt.Sprintf("HAMi-core: commit %s; libvgpu.so %s sha256 %s", orUnknown(r.opts.hamiCoreCommit), r.opts.library, fileHash(r.opts.library)),
-	}, append(r.notes, topology)...)
+	}, r.notes...)
 }
 
 // render writes the table, the notes and the summary; it returns the exit status.

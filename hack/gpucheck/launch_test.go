@@ -227,6 +227,7 @@ func TestRunPodsWithAFakeWorkload(t *testing.T) {
 			r.onRunning = func(procs []*process) { holdMemory(t, h, procs) }
 			r.measureContext(ctx)
 			r.runPods(ctx)
+			r.checkTopology(ctx, nil)
 			r.addMachineNotes(versions{Driver: "test", CUDA: "test"})
 			var out strings.Builder
 			code := r.render(&out)
@@ -243,7 +244,7 @@ func TestRunPodsWithAFakeWorkload(t *testing.T) {
 			if wantCode := map[bool]int{true: 0, false: 1}[len(tt.wantFailed) == 0]; code != wantCode {
 				t.Errorf("exit %d, want %d", code, wantCode)
 			}
-			for _, want := range []string{"one GPU: nothing to check for topology", "CUDA context overhead: 300 MiB", "\ngpu-check: "} {
+			for _, want := range []string{topoSkipNote, "CUDA context overhead: 300 MiB", "\ngpu-check: "} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("report lacks %q:\n%s", want, out.String())
 				}

@@ -4,9 +4,11 @@
 // starts each container's workload as a container runtime would (a mount namespace with
 // Allocate's mounts, exactly its env) with HAMi-core preloaded, and checks that each is held to
 // its own limit, that NVML inside reports the limit, and that the plugin's usage metrics name
-// the right containers. It prints a Markdown table and exits 0 only when every check passed,
-// 77 when the machine cannot run it (no GPU, not root). Run it through `make gpu-check`
-// (hack/gpu-check.sh), which builds it and HAMi-core's libvgpu.so.
+// the right containers. On several GPUs it also checks the cards' topology as the share-plugin
+// reads it against nvidia-smi topo -m (-topology-only: that alone). It prints a Markdown table
+// and exits 0 only when every check passed, 77 when the machine cannot run it (no GPU, not
+// root). Run it through `make gpu-check` (hack/gpu-check.sh), which builds it and HAMi-core's
+// libvgpu.so.
 package main
 
 import (
@@ -52,6 +54,7 @@ func addFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "the whole check's time limit")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's temporary folder")
 	fs.BoolVar(&o.probeOnly, "probe-only", false, "only check that this machine can run the check (exit 0, or 77 with the reason)")
+	fs.BoolVar(&o.topologyOnly, "topology-only", false, "only check the cards' topology as the share-plugin reads it (exit 77 on one card: nothing to check)")
 }
 
 // validate checks the options and makes the library's path absolute and free of links (it is
@@ -88,11 +91,15 @@ func run(ctx context.Context, opts *options, w io.Writer) int {
 		_, _ = fmt.Fprintln(w, "gpu-check: this machine can run the check (root, NVIDIA GPU, NVML, mount namespaces)")
 		return 0
 	}
+	smi := smiTopologyRunner(realHost(nv.Init))
+	if opts.topologyOnly {
+		return runTopologyOnly(ctx, nv, smi, w)
+	}
 	if err := opts.validate(); err != nil {
 		logger.Error(err, "Invalid flags")
 		return 2
 	}
-	return runGPUCheck(ctx, opts, nv, driverVersions(lib), w)
+	return runGPUCheck(ctx, opts, nv, driverVersions(lib), smi, w)
 }
 
 // driverVersions reads the driver's version and the CUDA version it supports.
