@@ -84,6 +84,13 @@ func TestRealKubelet(t *testing.T) {
 // returns once the node advertises the cards.
 func startRealNodeWithPlugin(t *testing.T, pluginFlags ...string) (*env, []contract.GPU) {
 	t.Helper()
+	e, _, gpus := startRealNodeWith(t, framework.RealNodeOptions{}, pluginFlags...)
+	return e, gpus
+}
+
+// startRealNodeWith is startRealNodeWithPlugin on a node shaped by o; it also returns the node.
+func startRealNodeWith(t *testing.T, o framework.RealNodeOptions, pluginFlags ...string) (*env, *framework.RealNode, []contract.GPU) {
+	t.Helper()
 	claimRealNode(t)
 	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
 	if err != nil {
@@ -94,7 +101,7 @@ func startRealNodeWithPlugin(t *testing.T, pluginFlags ...string) (*env, []contr
 		t.Fatal(err)
 	}
 	e := newEnv(t)
-	node, err := e.c.StartRealNode(e.ctx, pause)
+	node, err := e.c.StartRealNodeWith(e.ctx, pause, o)
 	t.Cleanup(func() { node.Stop(e.ctx) }) // before the control plane stops
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +115,7 @@ func startRealNodeWithPlugin(t *testing.T, pluginFlags ...string) (*env, []contr
 	if err != nil {
 		t.Fatalf("real node never advertised GPUs: %v", err)
 	}
-	return e, gpus
+	return e, node, gpus
 }
 
 // claimRealNode skips t where a real kubelet cannot run (not root, or containerd, runc and

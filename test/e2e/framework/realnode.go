@@ -76,6 +76,11 @@ type RealNode struct {
 // imports the local image (pause is our cmd/pause binary) and starts the kubelet, which
 // registers its node with taints (e.g. "key=value:NoSchedule").
 func (c *Cluster) StartRealNode(ctx context.Context, pause string, taints ...string) (*RealNode, error) {
+	return c.StartRealNodeWith(ctx, pause, RealNodeOptions{Taints: taints})
+}
+
+// StartRealNodeWith is StartRealNode shaped by o (taints, kubelet configuration, NUMA nodes).
+func (c *Cluster) StartRealNodeWith(ctx context.Context, pause string, o RealNodeOptions) (*RealNode, error) {
 	n := &RealNode{c: c, ctrdDir: filepath.Join(c.Dir, "ctrd"), kubeletDir: filepath.Join(c.Dir, "kubelet")}
 	n.socket = filepath.Join(n.ctrdDir, "containerd.sock")
 	if err := n.startContainerd(ctx); err != nil {
@@ -84,7 +89,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, pause string, taints ...str
 	if err := n.importImage(pause); err != nil {
 		return n, err
 	}
-	if err := n.startKubelet(taints); err != nil {
+	if err := n.startKubelet(o); err != nil {
 		return n, err
 	}
 	return n, n.waitKubelet(ctx)
@@ -188,7 +193,7 @@ func (n *RealNode) PodResourcesDir() string {
 	return filepath.Join(n.kubeletDir, "root", "pod-resources")
 }
 
-func (n *RealNode) startKubelet(taints []string) error {
+func (n *RealNode) startKubelet(o RealNodeOptions) error {
 	for _, d := range []string{"root", "pki"} {
 		if err := os.MkdirAll(filepath.Join(n.kubeletDir, d), 0o755); err != nil {
 			return err
@@ -221,7 +226,7 @@ registerNode: true
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, port, healthz, n.socket)
+`, port, healthz, n.socket) + o.KubeletConfig
 	path := filepath.Join(n.kubeletDir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err
@@ -231,10 +236,16 @@ imageGCLowThresholdPercent: 99
 		"--root-dir=" + filepath.Join(n.kubeletDir, "root"), "--cert-dir=" + filepath.Join(n.kubeletDir, "pki"),
 		"--hostname-override=" + RealNodeName, "--v=1",
 	}
-	if len(taints) > 0 {
-		args = append(args, "--register-with-taints="+strings.Join(taints, ","))
+	if len(o.Taints) > 0 {
+		args = append(args, "--register-with-taints="+strings.Join(o.Taints, ","))
 	}
-	_, err = n.c.start("kubelet", filepath.Join(n.c.Bin, "kubelet"), args)
+	bin := filepath.Join(n.c.Bin, "kubelet")
+	if o.TwoNUMANodes {
+		if bin, args, err = n.withTwoNUMANodes(bin, args); err != nil {
+			return err
+		}
+	}
+	_, err = n.c.start("kubelet", bin, args)
 	return err
 }
 
