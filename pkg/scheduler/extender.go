@@ -52,6 +52,8 @@ type Extender struct {
 	// holdsSwept when the holds were last checked against the API's pods (unix nanoseconds).
 	holdsLed   atomic.Bool
 	holdsSwept atomic.Int64
+	// gangs gathers the binds of a gang PodGroup's quorum (gang.go).
+	gangs gangs
 }
 
 // Option configures an Extender.

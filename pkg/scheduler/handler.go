@@ -302,7 +302,7 @@ func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return
 	}
 	res := &extenderv1.ExtenderBindingResult{}
-	if err := h.ext.Bind(h.ctx(r), &args); err != nil {
+	if err := h.ext.BindGang(h.ctx(r), &args); err != nil {
 		h.ext.metrics.bindFailures.Add(1)
 		h.logger.Info("Bind failed", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "err", err)
 		res.Error = err.Error()

@@ -38,6 +38,12 @@ type Options struct {
 	// (clientConnection.qps and burst); otherwise kube-scheduler's defaults apply.
 	SchedulerQPS   float64
 	SchedulerBurst int
+	// FeatureGates, when set, is passed as --feature-gates to kube-apiserver and kube-scheduler
+	// (for example "GenericWorkload=true" for gang scheduling); empty keeps their defaults.
+	FeatureGates string
+	// RuntimeConfig, when set, is passed as --runtime-config to kube-apiserver (for example
+	// "scheduling.k8s.io/v1beta1=true"); empty keeps its defaults.
+	RuntimeConfig string
 	// Logf prints progress lines.
 	Logf func(format string, args ...any)
 }

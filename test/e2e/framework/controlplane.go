@@ -88,7 +88,7 @@ func (c *Cluster) startAPIServer() error {
 		}
 		c.apiPort = port
 	}
-	_, err := c.start("kube-apiserver", filepath.Join(c.Bin, "kube-apiserver"), []string{
+	args := []string{
 		"--etcd-servers=" + c.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.apiPort),
 		// the endpoint reconciler refuses a loopback advertise address
@@ -101,7 +101,14 @@ func (c *Cluster) startAPIServer() error {
 		// node "localhost" of the real-kubelet test is reached by name, so logs/exec work
 		"--kubelet-preferred-address-types=Hostname,InternalIP",
 		"--allow-privileged=true", "--enable-priority-and-fairness=false", "--v=1",
-	})
+	}
+	if c.FeatureGates != "" {
+		args = append(args, "--feature-gates="+c.FeatureGates)
+	}
+	if c.RuntimeConfig != "" {
+		args = append(args, "--runtime-config="+c.RuntimeConfig)
+	}
+	_, err := c.start("kube-apiserver", filepath.Join(c.Bin, "kube-apiserver"), args)
 	return err
 }
 

@@ -153,6 +153,9 @@ func (c *Cluster) StartSchedulerAs(name, extenderHost string, leaderElect bool) 
 		return nil, err
 	}
 	c.SchedulerName = schedName
-	return c.start(name, filepath.Join(c.Bin, "kube-scheduler"),
-		[]string{"--config=" + path, "--secure-port=0", "--v=2"})
+	args := []string{"--config=" + path, "--secure-port=0", "--v=2"}
+	if c.FeatureGates != "" {
+		args = append(args, "--feature-gates="+c.FeatureGates)
+	}
+	return c.start(name, filepath.Join(c.Bin, "kube-scheduler"), args)
 }
