@@ -302,7 +302,7 @@ func (e *Extender) evict(ctx context.Context, v *placement.PodInfo, dryRun bool)
 	// would wait out and retry ten times. The extender wants the answer at once (it then plans
 	// around that pod), so it posts the Eviction without retries where it can.
 	if rc, ok := e.client.PolicyV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		return rc.Post().Namespace(v.Namespace).Resource("pods").Name(v.Name).SubResource("eviction").
+		return rc.Post().AbsPath("/api/v1").Namespace(v.Namespace).Resource("pods").Name(v.Name).SubResource("eviction").
 			MaxRetries(0).Body(ev).Do(ctx).Error() //nolint:wrapcheck // the callers say which pod
 	}
 	return e.client.PolicyV1().Evictions(v.Namespace).Evict(ctx, ev) //nolint:wrapcheck // the callers say which pod

@@ -65,7 +65,7 @@ func (e *env) prioPod(name string, units int64, class string, mutate ...func(*v1
 }
 
 func withFinalizer(p *v1.Pod) { p.Finalizers = append(p.Finalizers, testFinalizer) }
-func neverPreempts(p *v1.Pod) { pol := v1.PreemptNever; p.Spec.PreemptionPolicy = &pol }
+func neverPreempts(p *v1.Pod) { p.Spec.PriorityClassName = highNever }
 func labelled(k, v string) func(*v1.Pod) {
 	return func(p *v1.Pod) {
 		if p.Labels == nil {
@@ -282,7 +282,7 @@ func TestPreemptCheaperNode(t *testing.T) {
 // TestPreemptRefused: on nodes of two 16 GiB cards with a 10 GiB pod on each (the node total
 // fits an 8 GiB pod, no card does, so kube-scheduler sends the pod to the extender's filter), a
 // pod evicts nothing when it may not preempt (preemptionPolicy Never), when the pods on the cards
-// have its own priority, or when a PodDisruptionBudget protects every pod whose eviction would
+// have its own priority, or when a PodDisruptionBudget (minAvailable 2 of 2) protects every pod whose eviction would
 // free a card; each says why in a GPUPreemptionFailed event and stays pending.
 func TestPreemptRefused(t *testing.T) {
 	e := newEnv(t)
@@ -296,9 +296,9 @@ func TestPreemptRefused(t *testing.T) {
 	pin := func(node string) func(*v1.Pod) {
 		return func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node} }
 	}
-	none := intstr.FromInt32(0)
+	both := intstr.FromInt32(2) // bare pods: minAvailable (maxUnavailable needs their controller)
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "protect", Namespace: "default"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &none, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "protected"}}}}
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &both, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "protected"}}}}
 	if _, err := e.c.Client.PolicyV1().PodDisruptionBudgets("default").Create(e.ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -311,6 +311,25 @@ func TestPreemptRefused(t *testing.T) {
 	}
 	for _, n := range keep {
 		e.waitBound(n, time.Minute)
+	}
+	// The Eviction API ignores budgets for pods not yet running: wait for kwok to run them and
+	// for the disruption controller to count them.
+	budget := &policyv1.PodDisruptionBudget{}
+	if err := poll(e.ctx, time.Minute, func() (bool, error) {
+		for _, n := range []string{"low-pdb-a", "low-pdb-b"} {
+			p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, n, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != v1.PodRunning {
+				return false, err
+			}
+		}
+		b, err := e.c.Client.PolicyV1().PodDisruptionBudgets("default").Get(e.ctx, "protect", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		budget = b
+		return b.Status.ObservedGeneration >= b.Generation && b.Status.CurrentHealthy == 2 && b.Status.DisruptionsAllowed == 0, nil
+	}); err != nil {
+		t.Fatalf("the protected pods never ran under their budget: %v (status %+v)", err, budget.Status)
 	}
 	e.prioPod("high-never", 8, highPriority, pin("gpu-never"), neverPreempts)
 	e.prioPod("mid-equal-c", 8, midPriority, pin("gpu-equal"))

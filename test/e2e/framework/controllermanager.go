@@ -11,8 +11,9 @@ import (
 // The DaemonSet controller and the root CA publisher (kube-root-ca.crt, which every pod's
 // service-account volume mounts) let the shipped manifests run on the real kubelet. The node
 // lifecycle controller stays off: it would taint the CNI-less real-kubelet node NoExecute and
-// evict its pods.
-const controllers = "serviceaccount,statefulset,replicaset,deployment,daemonset,garbagecollector,resourcequota,root-ca-cert-publisher"
+// evict its pods. The disruption controller fills in PodDisruptionBudgets' status, which the
+// Eviction API reads (GPU preemption evicts through it).
+const controllers = "serviceaccount,statefulset,replicaset,deployment,daemonset,garbagecollector,resourcequota,root-ca-cert-publisher,disruption"
 
 // StartControllerManager starts kube-controller-manager with the workload controllers.
 func (c *Cluster) StartControllerManager() error {
