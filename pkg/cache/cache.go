@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -43,6 +44,7 @@ type nodeState struct {
 	id        int // NodeInfo.ID, while seen
 	inventory placement.InventorySource
 	gpus      []placement.GPUInfo // capacity, model, health; Used is 0 here
+	topology  *placement.Topology // what joins gpus, nil without; shared by the snapshots
 	cpu, mem  int64
 	pods      map[types.UID]*podState
 	snap      *placement.NodeInfo
@@ -69,10 +71,13 @@ func New(names contract.Names, logger klog.Logger) Cache {
 }
 
 func (c *cacheImpl) SetNode(node *v1.Node) {
-	gpus, src, err := inventoryOf(node, &c.names)
-	if err != nil {
-		c.logger.Error(err, "Node's GPU inventory refused in part: see the error for what was used instead", "node", klog.KObj(node), "gpus", len(gpus))
-	} else if src == placement.FromEvenSplit && len(gpus) > 0 {
+	inv, err := inventoryOf(node, &c.names)
+	switch {
+	case errors.Is(err, contract.ErrInvalidTopology):
+		c.logger.Error(err, "Node's GPU topology ignored: its cards are used without it", "node", klog.KObj(node), "gpus", len(inv.gpus))
+	case err != nil:
+		c.logger.Error(err, "Node's GPU inventory refused in part: see the error for what was used instead", "node", klog.KObj(node), "gpus", len(inv.gpus))
+	case inv.source == placement.FromEvenSplit && len(inv.gpus) > 0:
 		c.logger.V(4).Info("Node has no GPU annotation, splitting gpu-mem evenly over gpu-count", "node", klog.KObj(node))
 	}
 	alloc := node.Status.Allocatable
@@ -82,7 +87,10 @@ func (c *cacheImpl) SetNode(node *v1.Node) {
 	if !ns.seen {
 		ns.id = c.ids.take()
 	}
-	ns.seen, ns.gpus, ns.inventory = true, gpus, src
+	ns.seen, ns.gpus, ns.inventory = true, inv.gpus, inv.source
+	if !ns.topology.Equal(inv.topology) { // an unchanged topology keeps its pointer
+		ns.topology = inv.topology
+	}
 	ns.cpu, ns.mem = alloc.Cpu().MilliValue(), alloc.Memory().Value()
 	c.refreshLocked(ns)
 }
@@ -97,7 +105,7 @@ func (c *cacheImpl) RemoveNode(name string) {
 	if ns.seen {
 		c.ids.give(ns.id)
 	}
-	ns.seen, ns.gpus, ns.snap = false, nil, nil
+	ns.seen, ns.gpus, ns.topology, ns.snap = false, nil, nil, nil
 	delete(c.snaps, name)
 	if len(ns.pods) == 0 {
 		delete(c.nodes, name)

@@ -27,6 +27,8 @@ func FuzzNodeInventory(f *testing.F) {
 	f.Add(`[{"index":0,"units":16,"healthy":true},{"index":3,"units":8}]`, true, int64(16), int64(2), `{"0":{"3":4}}`, int64(4))
 	f.Add(`[{"index":0,"units":2,"healthy":true}]`, true, int64(2), int64(1), `{"0":{"0":4}}`, int64(4))
 	f.Add(`[{"index":0},{"index":0}]`, true, int64(32), int64(2), `{"0":{"1":4}}`, int64(4))
+	f.Add(`[{"index":0,"units":16,"healthy":true,"links":"X NV4","topologyVersion":1},{"index":1,"units":16,"healthy":true,"links":"NV4 X","topologyVersion":1}]`, true, int64(32), int64(2), `{"0":{"0":4}}`, int64(4))
+	f.Add(`[{"index":0,"units":16,"healthy":true,"links":"X NV99999999999 Y"},{"index":1,"units":16,"links":"PIX"}]`, true, int64(32), int64(2), `{"0":{"1":4}}`, int64(4))
 	f.Add(``, false, int64(32), int64(4), `{"0":{"9":2}}`, int64(2))
 	f.Add(``, false, int64(0), int64(4), `{"0":{"0":2}}`, int64(2))
 	f.Add(``, false, int64(7), int64(-3), `garbage`, int64(1))
@@ -54,6 +56,9 @@ func FuzzNodeInventory(f *testing.F) {
 		}
 		if diff := cmp.Diff(wantGPUs, n.GPUs, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(placement.GPUInfo{}, "Used")); diff != "" {
 			t.Errorf("cards (-want,+got):\n%s", diff)
+		}
+		if topo := n.Topology; topo != nil && topo.Cards() != len(n.GPUs) {
+			t.Errorf("a topology of %d cards on a node of %d", topo.Cards(), len(n.GPUs))
 		}
 		checkCharges(t, n, units)
 		r := cache.Audit(c, []v1.Node{*node}, []v1.Pod{*pod}, names)

@@ -10,25 +10,34 @@ import (
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
+// inventory is what a node object says of its cards.
+type inventory struct {
+	gpus     []placement.GPUInfo
+	source   placement.InventorySource
+	topology *placement.Topology // nil when the annotation has none, or an invalid one
+}
+
 // inventoryOf reads a node's cards: from the plugin's annotation when present and valid, else
 // allocatable gpu-mem split evenly over gpu-count (all healthy, model unknown). The error tells
-// why a present annotation was not used.
-func inventoryOf(node *v1.Node, names *contract.Names) ([]placement.GPUInfo, placement.InventorySource, error) {
+// why a present annotation was not used, or, wrapping contract.ErrInvalidTopology, why its
+// topology was not (the cards are used without it).
+func inventoryOf(node *v1.Node, names *contract.Names) (inventory, error) {
 	raw, ok := node.Annotations[names.NodeGPUsAnnotation]
 	if !ok {
 		gpus, err := evenSplit(node, names)
-		return gpus, placement.FromEvenSplit, err
+		return inventory{gpus: gpus, source: placement.FromEvenSplit}, err
 	}
 	gpus, err := contract.DecodeGPUs(raw)
 	if err != nil {
 		split, splitErr := evenSplit(node, names)
-		return split, placement.FromEvenSplit, errors.Join(err, splitErr)
+		return inventory{gpus: split, source: placement.FromEvenSplit}, errors.Join(err, splitErr)
 	}
 	out := make([]placement.GPUInfo, len(gpus))
 	for i, g := range gpus {
 		out[i] = placement.GPUInfo{Index: g.Index, UUID: g.UUID, Model: g.Model, Capacity: g.Units, Healthy: g.Healthy}
 	}
-	return out, placement.FromAnnotation, nil
+	topology, err := topologyOf(gpus)
+	return inventory{gpus: out, source: placement.FromAnnotation, topology: topology}, err
 }
 
 // evenSplit is allocatable gpu-mem split over gpu-count cards; a node beyond MaxGPUsPerNode

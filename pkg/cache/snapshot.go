@@ -14,7 +14,7 @@ import (
 func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *placement.NodeInfo {
 	n := &placement.NodeInfo{
 		Name: ns.name, ID: ns.id, Inventory: ns.inventory,
-		AllocatableMilliCPU: ns.cpu, AllocatableMemory: ns.mem,
+		AllocatableMilliCPU: ns.cpu, AllocatableMemory: ns.mem, Topology: ns.topology,
 	}
 	n.SetGPUs(ns.gpus)
 	for uid, ps := range ns.pods {

@@ -38,6 +38,31 @@ func BenchmarkDecision(b *testing.B) {
 	}
 }
 
+// BenchmarkDecisionTopology is BenchmarkDecision's warm decision on the same 5,000 nodes, each
+// with a topology of NVLinked pairs (the multi-card shape's cards are chosen among sets; the
+// one-card shapes spare the pairs), against the same nodes without topology.
+func BenchmarkDecisionTopology(b *testing.B) {
+	reqs := pt.OpenbLikeWorkload()
+	before := func(i, j int) bool { return i < j }
+	for _, name := range []string{"binpack", policies.Default} {
+		for _, topo := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/nodes=5000/topology=%v", name, topo), func(b *testing.B) {
+				nodes := pt.OpenbLikeCluster(5000, rand.New(rand.NewPCG(1, 2)))
+				if topo {
+					pt.WithTopology(nodes)
+				}
+				policy := trained(b, name, reqs)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					r := &reqs[i%len(reqs)]
+					placement.NewDecision(policy, &r.Req, r.Res).Choose(nodes, nil, before)
+				}
+			})
+		}
+	}
+}
+
 // trained is the named policy after it learned (or was told) the requests' distribution.
 func trained(b *testing.B, name string, reqs []placement.Demand) placement.Policy {
 	p, err := policies.NewRegistry().New(name)

@@ -145,6 +145,10 @@ type NodeInfo struct {
 	AllocatableMemory int64 `json:"allocatableMemory"`
 	// RequestedMemory is the memory requested by all pods on the node.
 	RequestedMemory int64 `json:"requestedMemory"`
+	// Topology is what joins the node's cards, by positions of GPUs; nil when the node's
+	// plugin does not report it (placement then ignores topology, as before it was reported).
+	// The node's snapshots share it and nobody modifies it.
+	Topology *Topology `json:"-"`
 }
 
 // maxInlineCards is how many cards' summaries a snapshot keeps inline.
@@ -228,6 +232,14 @@ func (n *NodeInfo) CardFits(g int, units int64, req *gpumem.PodRequest) bool {
 		free = usableFree(&n.GPUs[g])
 	}
 	return free >= units && (len(req.Models) == 0 || req.AcceptsModel(n.GPUs[g].Model))
+}
+
+// topology is the node's Topology when it covers exactly its cards, else nil.
+func (n *NodeInfo) topology() *Topology {
+	if n.Topology == nil || n.Topology.Cards() != len(n.GPUs) {
+		return nil
+	}
+	return n.Topology
 }
 
 // SharesGPUs reports whether the node is a GPU-sharing node: it has cards or holds gpu-mem.

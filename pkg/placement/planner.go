@@ -14,7 +14,11 @@ const searchBudget = 2048
 // PlanPod finds the scorer's preferred placement of req on node; ok is false when there is none
 // (Explain says why). Containers are placed largest first on the cards the scorer ranks first;
 // if later containers do not fit, earlier single-card choices are revisited, so a placement is
-// found whenever one exists within the search budget.
+// found whenever one exists within the search budget. On a node with topology
+// (NodeInfo.Topology), a container on several cards takes the best-connected set of cards that
+// fit (Topology.BestSet; the scorer's order among equally connected sets), and a one-card
+// container spares well-connected free sets where the scorer is indifferent
+// (topology_single.go).
 func PlanPod(node *NodeInfo, req *gpumem.PodRequest, scorer Scorer) (*Plan, bool) {
 	p := &Plan{}
 	if !PlanInto(node, req, scorer, p) {
@@ -53,16 +57,22 @@ func (sc *shortcuts) planInto(node *NodeInfo, req *gpumem.PodRequest, p *Plan) b
 	if fits, single := sc.planSingle(node, req, p); single {
 		return fits
 	}
-	if sc.search == nil {
-		sc.search = &search{}
-	}
-	s := sc.search
+	s := sc.scratch()
 	s.reset(node, req, scorer)
 	if !s.apps(0) || !s.inits() {
 		return false
 	}
 	p.Slots = append(p.Slots[:0], s.slots...) // p's own storage: the plan outlives the scratch's next use
 	return true
+}
+
+// scratch is the search scratch, made on first use: a decision over nodes that need none (one-
+// card pods on nodes without topology) allocates none.
+func (sc *shortcuts) scratch() *search {
+	if sc.search == nil {
+		sc.search = &search{}
+	}
+	return sc.search
 }
 
 // planSingle handles the common pod, one container on one card, without allocating: the slot
@@ -78,15 +88,15 @@ func (sc *shortcuts) planSingle(node *NodeInfo, req *gpumem.PodRequest, p *Plan)
 	var best int
 	switch {
 	case sc.free != nil:
-		best = bestByFree(node, req, units, sc.free.EmptiestFirst())
+		best = pickByFree(node, req, units, sc.free.EmptiestFirst())
 	case sc.picker != nil:
 		var known bool
 		if best, known = sc.picker.PickedCard(node, units, req); !known {
-			best = bestByRank(node, req, units, sc.scorer)
+			best = sc.pickByRank(node, req, units)
 			sc.picker.CardPicked(node, units, req, best)
 		}
 	default:
-		best = bestByRank(node, req, units, sc.scorer)
+		best = sc.pickByRank(node, req, units)
 	}
 	if best < 0 {
 		return false, true
@@ -141,8 +151,9 @@ type search struct {
 	free   []int64 // free units per GPU position after the slots so far
 	slots  []Slot
 	budget int
-	keys   []float64 // scratch for candidates: rank per GPU position
-	cands  [][]int   // candidates' lists, one per depth of apps (and one for inits)
+	keys   []float64  // scratch for candidates (and pickByRank): rank per GPU position
+	cands  [][]int    // candidates' lists, one per depth of apps (and one for inits)
+	sets   *setFinder // best-connected sets on nodes with topology, made on first use
 }
 
 // reset starts the placement of req on node.
@@ -216,9 +227,14 @@ func (s *search) apps(i int) bool {
 	if len(cands) < c.GPUs {
 		return false
 	}
-	if c.GPUs > 1 {
-		cands = cands[:c.GPUs] // several cards: take the best-ranked ones
-		return s.try(i, ci, c.PerGPU(), cands)
+	if c.GPUs > 1 { // several cards: the best-ranked ones, or the best-connected set that fits
+		if t := s.node.topology(); t != nil {
+			if s.sets == nil {
+				s.sets = &setFinder{}
+			}
+			s.sets.front(t, cands, c.GPUs) // cands is this depth's own list: reordering it is safe
+		}
+		return s.try(i, ci, c.PerGPU(), cands[:c.GPUs])
 	}
 	for k := range cands {
 		if s.try(i, ci, c.PerGPU(), cands[k:k+1]) {
