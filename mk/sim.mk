@@ -22,3 +22,13 @@ sim-docs: cmd-gpushare-sim ## Regenerate docs/placement.md's results tables and 
 	done; \
 	awk -v f=$$tmp '/<!-- results:begin -->/{print; while((getline l < f)>0) print l; skip=1; next} /<!-- results:end -->/{skip=0} !skip' $(SIM_DOC) > $$tmp.doc && \
 	mv $$tmp.doc $(SIM_DOC); rm -f $$tmp $$tmp.curve.csv
+
+SIM_TOPO_TRACES   ?= default multigpu50 gpushare40
+SIM_TOPO_POLICIES ?= fgd-online,binpack,spread
+
+.PHONY: sim-topology
+sim-topology: cmd-gpushare-sim ## Multi-card containers on synthetic card topologies, placement seeing them or not (docs/placement.md, "Card topology").
+	@for t in $(SIM_TOPO_TRACES); do for topo in synthetic-blind synthetic; do \
+	  $(BIN)/gpushare-sim --nodes $(TRACES)/openb_node_list_gpu_node.csv --pods $(TRACES)/openb_pod_list_$$t.csv \
+	    --seeds $(SIM_SEEDS) --policy $(SIM_TOPO_POLICIES) --parallel $(SIM_PARALLEL) --topology $$topo --markdown || exit 1; \
+	done; done

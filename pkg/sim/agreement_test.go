@@ -26,7 +26,7 @@ func agreementState(t *testing.T, policy placement.Policy) (cache.Cache, *placer
 	nodes[2].MilliCPU = 3000
 	_, ctx := ktesting.NewTestContext(t)
 	c := cache.New(names, klog.FromContext(ctx))
-	if err := newCluster(nodes, &names, c); err != nil {
+	if err := newCluster(nodes, &names, c, false); err != nil {
 		t.Fatal(err)
 	}
 	p := newPlacer(nodes, c, policy, []int{2, 0, 1})

@@ -18,11 +18,16 @@ import (
 const namespace = "openb"
 
 // NodeObject is the Kubernetes node the extender would see for n: allocatable CPU and memory,
-// and the device plugin's GPU inventory annotation with MilliPerGPU units per card.
+// and the device plugin's GPU inventory annotation with MilliPerGPU units per card, and n's
+// links, when it has them, with each card's NUMA node (its socket, as SyntheticLinks places it).
 func NodeObject(n *Node, names *contract.Names) (*v1.Node, error) {
 	gpus := make([]contract.GPU, n.GPUs)
 	for i := range gpus {
 		gpus[i] = contract.GPU{Index: i, UUID: n.Name + "-gpu" + strconv.Itoa(i), Model: n.Model, Units: MilliPerGPU, Healthy: true}
+		if len(n.Links) == n.GPUs {
+			numa := socketOf(i, n.GPUs)
+			gpus[i].Links, gpus[i].TopologyVersion, gpus[i].NUMA = contract.EncodeLinks(n.Links, i), contract.TopologyVersion, &numa
+		}
 	}
 	ann, err := contract.EncodeGPUs(gpus)
 	if err != nil {
@@ -71,10 +76,17 @@ func joinModels(models []string) string {
 	return out
 }
 
-// newCluster loads nodes into a fresh production cache.
-func newCluster(nodes []Node, names *contract.Names, c cache.Cache) error {
+// newCluster loads nodes into a fresh production cache; with hideLinks, their annotations leave
+// their links out.
+func newCluster(nodes []Node, names *contract.Names, c cache.Cache, hideLinks bool) error {
 	for i := range nodes {
-		obj, err := NodeObject(&nodes[i], names)
+		n := &nodes[i]
+		if hideLinks && n.Links != nil {
+			bare := *n
+			bare.Links = nil
+			n = &bare
+		}
+		obj, err := NodeObject(n, names)
 		if err != nil {
 			return err
 		}

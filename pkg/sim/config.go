@@ -48,6 +48,9 @@ type Config struct {
 	LearnAtBind bool
 	// SyncNodes hands a policy every node before the first pod, as the extender's policy sync.
 	SyncNodes bool
+	// Topology is the nodes' card topology: TopologyNone, TopologySynthetic or
+	// TopologySyntheticBlind.
+	Topology string
 }
 
 // The tie orders of Config.TieOrder.
@@ -63,7 +66,7 @@ const ShippedPercentageOfNodesToScore = 30
 // DefaultConfig is the paper's protocol with our default policy.
 func DefaultConfig() Config {
 	return Config{Policies: []string{policies.Default}, Inflate: 1.3, Seeds: seqInts(42, 51), Parallel: runtime.GOMAXPROCS(0),
-		TieOrder: TieOrderSeeded, PercentageOfNodesToScore: ShippedPercentageOfNodesToScore}
+		TieOrder: TieOrderSeeded, PercentageOfNodesToScore: ShippedPercentageOfNodesToScore, Topology: TopologyNone}
 }
 
 // AddFlags registers the flags on fs.
@@ -93,6 +96,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 		c.TieOrder, c.SampleNodes, c.LearnAtBind, c.SyncNodes = TieOrderExtender, true, true, true
 		return nil
 	})
+	fs.StringVar(&c.Topology, "topology", c.Topology, "the nodes' card topology: none (openb's), synthetic (SyntheticLinks: NVSwitch boxes, 2-socket PCIe boxes, NVLinked pairs; placement sees it) or synthetic-blind (the same links for the report only: placement without topology)")
 	fs.StringVar(&c.TieOrder, "tie-order", c.TieOrder, "ties between equally rated nodes: seeded (a seeded random order, the paper's protocol) or extender (the extender's order in production, a hash of pod and node names)")
 }
 
@@ -109,6 +113,11 @@ func (c *Config) Validate(registry policies.Registry) error {
 	}
 	if c.TieOrder != TieOrderSeeded && c.TieOrder != TieOrderExtender {
 		errs = append(errs, fmt.Errorf("%w: --tie-order must be %s or %s, not %q", ErrBadConfig, TieOrderSeeded, TieOrderExtender, c.TieOrder))
+	}
+	switch c.Topology {
+	case TopologyNone, TopologySynthetic, TopologySyntheticBlind:
+	default:
+		errs = append(errs, fmt.Errorf("%w: --topology must be %s, %s or %s, not %q", ErrBadConfig, TopologyNone, TopologySynthetic, TopologySyntheticBlind, c.Topology))
 	}
 	if c.PercentageOfNodesToScore < 0 || c.PercentageOfNodesToScore > 100 {
 		errs = append(errs, fmt.Errorf("%w: --percentage-of-nodes-to-score must be 0..100, not %d", ErrBadConfig, c.PercentageOfNodesToScore))

@@ -26,6 +26,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "percentage over 100", change: func(c *Config) { c.PercentageOfNodesToScore = 101 }, wantErr: "--percentage-of-nodes-to-score must be 0..100, not 101"},
 		{name: "negative percentage", change: func(c *Config) { c.PercentageOfNodesToScore = -1 }, wantErr: "must be 0..100"},
 		{name: "no seeds", change: func(c *Config) { c.Seeds = nil }, wantErr: "must be positive"},
+		{name: "synthetic topology", change: func(c *Config) { c.Topology = TopologySynthetic }},
+		{name: "synthetic topology for the report only", change: func(c *Config) { c.Topology = TopologySyntheticBlind }},
+		{name: "unknown topology", change: func(c *Config) { c.Topology = "dgx" }, wantErr: `--topology must be none, synthetic or synthetic-blind, not "dgx"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

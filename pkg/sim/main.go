@@ -17,13 +17,20 @@ func Main(cfg *Config, registry policies.Registry, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Topology != TopologyNone {
+		nodes = WithSyntheticTopology(nodes)
+	}
 	var sums []*Summary
 	for _, name := range cfg.Policies {
 		results, err := runSeeds(cfg, registry, name, nodes, pods)
 		if err != nil {
 			return err
 		}
-		sums = append(sums, Summarise(name, cfg.TraceName(), cfg.Seeds, results))
+		s := Summarise(name, cfg.TraceName(), cfg.Seeds, results)
+		if cfg.Topology != TopologyNone {
+			s.Topology = cfg.Topology
+		}
+		sums = append(sums, s)
 	}
 	if err := writeReport(w, cfg, sums); err != nil {
 		return err
@@ -75,7 +82,7 @@ func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node
 		}
 		run := &Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: cfg.Inflate, Seed: uint64(seed), //nolint:gosec // G115: ParseSeeds keeps seeds non-negative
 			ExtenderTieOrder: cfg.TieOrder == TieOrderExtender, SampleNodes: cfg.SampleNodes, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore,
-			LearnAtBind: cfg.LearnAtBind, SyncNodes: cfg.SyncNodes}
+			LearnAtBind: cfg.LearnAtBind, SyncNodes: cfg.SyncNodes, HideLinks: cfg.Topology == TopologySyntheticBlind}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

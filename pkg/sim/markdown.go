@@ -22,6 +22,9 @@ func WriteMarkdown(w io.Writer, sums []*Summary) error {
 	if !ok {
 		paper = math.NaN()
 	}
+	if anyTopology(sums) {
+		return writeTopologyMarkdown(w, sums)
+	}
 	if _, err := fmt.Fprintf(w, "#### %s (%d seeds; paper's FGD alloc@100: %.2f%%)\n\n"+
 		"| policy | alloc@100 %% (mean ± sd) | vs paper FGD | alloc@130 %% | unallocated GPUs @100 | pods | s/run |\n"+
 		"|---|---|---|---|---|---|---|\n", sums[0].Trace, len(sums[0].Seeds), paper); err != nil {
@@ -31,6 +34,26 @@ func WriteMarkdown(w io.Writer, sums []*Summary) error {
 		if _, err := fmt.Fprintf(w, "| %s | %.2f ± %.2f | %+.2f | %.2f ± %.2f | %.0f | %d | %.2f |\n", s.Policy,
 			s.AllocAt100.Mean, s.AllocAt100.SD, s.AllocAt100.Mean-paper, s.AllocAt130.Mean, s.AllocAt130.SD,
 			s.UnallocatedGPUsAt100, s.PodsSubmitted, s.Seconds); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// writeTopologyMarkdown prints the summaries of runs with a topology as a Markdown table: the
+// allocation and how well connected the multi-card containers' cards are.
+func writeTopologyMarkdown(w io.Writer, sums []*Summary) error {
+	if _, err := fmt.Fprintf(w, "#### %s, topology %s (%d seeds)\n\n"+
+		"| policy | alloc@100 %% (mean ± sd) | alloc@130 %% | multi-card containers | on best set %% | on best free set %% |\n"+
+		"|---|---|---|---|---|---|\n", sums[0].Trace, sums[0].Topology, len(sums[0].Seeds)); err != nil {
+		return err
+	}
+	for _, s := range sums {
+		best, free := s.multiCardShares()
+		if _, err := fmt.Fprintf(w, "| %s | %.2f ± %.2f | %.2f ± %.2f | %.1f | %.2f ± %.2f | %.2f ± %.2f |\n", s.Policy,
+			s.AllocAt100.Mean, s.AllocAt100.SD, s.AllocAt130.Mean, s.AllocAt130.SD, s.MultiCard,
+			best.Mean, best.SD, free.Mean, free.SD); err != nil {
 			return err
 		}
 	}

@@ -3,19 +3,54 @@ package sim
 import (
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 )
 
-// WriteTable prints the summaries for people.
+// WriteTable prints the summaries for people; with a topology, also how well connected the
+// multi-card containers' cards are (multiCardColumns).
 func WriteTable(w io.Writer, sums []*Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	topo := anyTopology(sums)
 	// The tabwriter buffers every line until Flush, whose error is the underlying writer's.
-	_, _ = fmt.Fprintln(tw, "policy\ttrace\tseeds\talloc@100 %\tsd\talloc@130 %\tsd\tunalloc GPUs@100\tpods\ts/run\t")
+	_, _ = fmt.Fprint(tw, "policy\ttrace\tseeds\talloc@100 %\tsd\talloc@130 %\tsd\tunalloc GPUs@100\tpods\ts/run\t")
+	if topo {
+		_, _ = fmt.Fprint(tw, "topology\tmulti-card\ton best set %\tsd\ton best free set %\tsd\t")
+	}
+	_, _ = fmt.Fprintln(tw)
 	for _, s := range sums {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%.2f\t\n", s.Policy, s.Trace, len(s.Seeds),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t%.2f\t", s.Policy, s.Trace, len(s.Seeds),
 			s.AllocAt100.Mean, s.AllocAt100.SD, s.AllocAt130.Mean, s.AllocAt130.SD, s.UnallocatedGPUsAt100, s.PodsSubmitted, s.Seconds)
+		if topo {
+			best, free := s.multiCardShares()
+			_, _ = fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t", s.Topology, s.MultiCard, best.Mean, best.SD, free.Mean, free.SD)
+		}
+		_, _ = fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// anyTopology reports whether a summary is of a run with a topology.
+func anyTopology(sums []*Summary) bool {
+	for _, s := range sums {
+		if s.Topology != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// multiCardShares are OnBestSet and OnBestFreeSet, NaN when absent.
+func (s *Summary) multiCardShares() (best, free Stat) {
+	nan := Stat{Mean: math.NaN(), SD: math.NaN()}
+	best, free = nan, nan
+	if s.OnBestSet != nil {
+		best = *s.OnBestSet
+	}
+	if s.OnBestFreeSet != nil {
+		free = *s.OnBestFreeSet
+	}
+	return best, free
 }
 
 // WriteCurves writes the curves as CSV: policy, trace, arrived %, mean and sd of allocated %.

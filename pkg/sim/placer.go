@@ -34,6 +34,8 @@ type placer struct {
 	learnAtBind bool
 	// nodes are the submitted pods' nodes in order, "" for a rejected pod.
 	nodes []string
+	// multi, when set, measures the multi-card containers against the nodes' links.
+	multi *multiCard
 }
 
 func newPlacer(nodes []Node, c cache.Cache, policy placement.Policy, perm []int) *placer {
@@ -66,10 +68,14 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 	charge := func(node string, alloc contract.Allocation) (contract.Allocation, error) {
 		return p.cache.AssumePod(pod, &req, node, alloc)
 	}
-	if _, err := d.Assume(best, p.cache.Node, charge, names.UnitLabel()); err != nil {
+	alloc, err := d.Assume(best, p.cache.Node, charge, names.UnitLabel())
+	if err != nil {
 		return false, fmt.Errorf("%w: pod %s on %s: %w", errNotPlaced, pod.Name, best.Node.Name, err)
 	}
 	p.nodes = append(p.nodes, best.Node.Name)
+	if p.multi != nil {
+		p.multi.record(best.Node, &req, alloc)
+	}
 	if learns && p.learnAtBind && !req.Empty() {
 		l.Observe(&req, res)
 	}

@@ -41,6 +41,10 @@ type Run struct {
 	// before the first pod, as the extender's periodic policy sync does; otherwise it knows the
 	// nodes it has scored.
 	SyncNodes bool
+	// HideLinks leaves the nodes' links (Node.Links) out of their annotations: placement does
+	// not see them, and the result still measures the multi-card containers against them
+	// (TopologySyntheticBlind).
+	HideLinks bool
 }
 
 // ModelProduction sets every option that makes the run model what users get through
@@ -66,6 +70,11 @@ type Result struct {
 	CapacityMilli int64
 	// Seconds is the wall time of the run.
 	Seconds float64
+	// MultiCard counts the placed containers on two cards or more, but not all, of nodes with
+	// links (Node.Links); OnBestSet those whose cards' SetScore (placement.Topology) is the best
+	// of any as many cards of their node, and OnBestFreeSet the best of the cards that could
+	// take the container when it was placed (Execute only).
+	MultiCard, OnBestSet, OnBestFreeSet int
 }
 
 // AllocAt is the allocation % at arrived % a (NaN when the run did not get there).
@@ -75,7 +84,7 @@ func (r *Result) AllocAt(a int) float64 { return curveAt(r.Curve, a) }
 func (r *Run) Execute() (*Result, error) {
 	names := contract.DefaultNames()
 	c := cache.New(names, klog.Background().V(10))
-	if err := newCluster(r.Nodes, &names, c); err != nil {
+	if err := newCluster(r.Nodes, &names, c, r.HideLinks); err != nil {
 		return nil, err
 	}
 	var p *placer
@@ -88,6 +97,7 @@ func (r *Run) Execute() (*Result, error) {
 		}
 		p = newPlacer(r.Nodes, c, r.Policy, rng.Perm(len(r.Nodes))) // drawn either way
 		p.extenderTies = r.ExtenderTieOrder
+		p.multi = newMultiCard(r.Nodes)
 		p.learnAtBind = r.LearnAtBind
 		if s, ok := r.Policy.(placement.NodeSyncer); ok && r.SyncNodes {
 			s.SyncNodes(c.Nodes())
@@ -100,6 +110,9 @@ func (r *Run) Execute() (*Result, error) {
 		return nil, err
 	}
 	res.Nodes = p.nodes
+	if m := p.multi; m != nil {
+		res.MultiCard, res.OnBestSet, res.OnBestFreeSet = m.containers, m.onBest, m.onBestFree
+	}
 	return res, nil
 }
 

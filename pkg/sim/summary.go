@@ -20,7 +20,15 @@ type Summary struct {
 	UnallocatedGPUsAt100 float64 `json:"unallocated_gpus_at_100"`
 	PodsSubmitted        int     `json:"pods_submitted"`
 	Seconds              float64 `json:"seconds"`
-	curve                []Stat
+	// Topology is Config.Topology, empty for TopologyNone.
+	Topology string `json:"topology,omitempty"`
+	// MultiCard is the mean per run of Result.MultiCard; OnBestSet and OnBestFreeSet are the
+	// shares of them (%) on their node's best set and on the best set of the cards then free
+	// (Result.OnBestSet, OnBestFreeSet). Nil when no run placed such a container.
+	MultiCard     float64 `json:"multi_card_containers,omitempty"`
+	OnBestSet     *Stat   `json:"on_best_set_pct,omitempty"`
+	OnBestFreeSet *Stat   `json:"on_best_free_set_pct,omitempty"`
+	curve         []Stat
 }
 
 // Summarise combines the runs of one policy on one trace (one Result per seed). PodsSubmitted
@@ -36,6 +44,7 @@ func Summarise(policy, trace string, seeds []int, results []*Result) *Summary {
 	s.UnallocatedGPUsAt100 = round2(gpus * (100 - s.AllocAt100.Mean) / 100)
 	s.PodsSubmitted = int(math.Round(statOf(results, func(r *Result) float64 { return float64(r.Submitted) }).Mean))
 	s.Seconds = round2(statOf(results, func(r *Result) float64 { return r.Seconds }).Mean)
+	s.summariseMultiCard(results)
 	for a := 0; ; a++ {
 		st := statOf(results, func(r *Result) float64 { return r.AllocAt(a) })
 		if math.IsNaN(st.Mean) {
@@ -44,6 +53,25 @@ func Summarise(policy, trace string, seeds []int, results []*Result) *Summary {
 		s.curve = append(s.curve, st)
 	}
 	return s
+}
+
+// summariseMultiCard fills MultiCard, OnBestSet and OnBestFreeSet when a run placed a
+// multi-card container on a node with links.
+func (s *Summary) summariseMultiCard(results []*Result) {
+	share := func(part func(*Result) int) *Stat {
+		st := statOf(results, func(r *Result) float64 {
+			if r.MultiCard == 0 {
+				return math.NaN()
+			}
+			return 100 * float64(part(r)) / float64(r.MultiCard)
+		})
+		return &st
+	}
+	if s.MultiCard = statOf(results, func(r *Result) float64 { return float64(r.MultiCard) }).Mean; s.MultiCard == 0 {
+		return
+	}
+	s.OnBestSet = share(func(r *Result) int { return r.OnBestSet })
+	s.OnBestFreeSet = share(func(r *Result) int { return r.OnBestFreeSet })
 }
 
 // Curve is the mean and sd of the allocation % at each arrived % (index).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
@@ -26,6 +27,9 @@ type Node struct {
 	GPUs int
 	// Model is the cards' model, e.g. "T4".
 	Model string
+	// Links is the link matrix of the cards, Links[a][b] between cards a and b; nil: none (the
+	// trace has none; see WithSyntheticTopology).
+	Links [][]contract.Link
 }
 
 // Pod is one row of an openb pod list.
