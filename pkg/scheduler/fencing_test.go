@@ -138,8 +138,8 @@ func TestSettleFenced(t *testing.T) {
 	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}
 	e := newEnv(t, "binpack", nodes, st.MakePod().Name("p").GPUMem(4).Obj())
 	clock := newFakeClock()
-	el := leadingElector(t, e.client, clock)
-	// The first Binding times out, and the replica is paused for 10 s right after.
+	// The first Binding times out, and the replica is paused for 10 s right after. (Added before
+	// the elector runs: the fake's reactors may not change while its renewals call it.)
 	e.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "binding" {
 			return false, nil, nil
@@ -147,6 +147,7 @@ func TestSettleFenced(t *testing.T) {
 		clock.Step(10 * time.Second)
 		return true, nil, errors.New("injected timeout")
 	})
+	el := leadingElector(t, e.client, clock)
 	ext := scheduler.NewExtender(e.cache, e.client, newPolicy(t, "binpack"), contract.DefaultNames(), scheduler.WithLeadership(el),
 		scheduler.WithSettleOptions(scheduler.SettleOptions{FirstRetry: time.Millisecond, MaxRetry: 5 * time.Millisecond, Timeout: 200 * time.Millisecond}))
 	e.client.ClearActions()
