@@ -40,9 +40,20 @@ func newEnv(t *testing.T, extenderFlags ...string) *env {
 // newEnvWithoutScheduler is newEnv up to the extender: the caller starts kube-scheduler.
 func newEnvWithoutScheduler(t *testing.T, extenderFlags ...string) *env {
 	t.Helper()
+	return newEnvWithOptions(t, nil, extenderFlags...)
+}
+
+// newEnvWithOptions is newEnvWithoutScheduler with the cluster's options adjusted by opts
+// (feature gates, runtime config), when not nil.
+func newEnvWithOptions(t *testing.T, opts func(*framework.Options), extenderFlags ...string) *env {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := artifactDir(t)
-	c, err := framework.New(framework.Options{Root: s.root, Bin: s.bin, Dir: dir, Logf: t.Logf})
+	o := framework.Options{Root: s.root, Bin: s.bin, Dir: dir, Logf: t.Logf}
+	if opts != nil {
+		opts(&o)
+	}
+	c, err := framework.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -27,36 +26,10 @@ const (
 // newGangEnv is newEnv with gang scheduling switched on in kube-apiserver and kube-scheduler.
 func newGangEnv(t *testing.T) *env {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	dir := artifactDir(t)
-	c, err := framework.New(framework.Options{
-		Root: s.root, Bin: s.bin, Dir: dir, Logf: t.Logf,
-		FeatureGates: gangFeatureGates, RuntimeConfig: gangRuntimeConfig,
+	e := newEnvWithOptions(t, func(o *framework.Options) {
+		o.FeatureGates, o.RuntimeConfig = gangFeatureGates, gangRuntimeConfig
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, ctx: ctx, c: c}
-	t.Cleanup(func() {
-		cancel()
-		c.Stop()
-		if t.Failed() {
-			dumpLogs(t, dir)
-		}
-	})
-	if err := c.StartControlPlane(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.StartControllerManager(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.StartKwok(); err != nil {
-		t.Fatal(err)
-	}
-	if e.ext, err = c.StartExtender(ctx, s.extender, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.StartScheduler(e.ext.Host()); err != nil {
+	if err := e.c.StartScheduler(e.ext.Host()); err != nil {
 		t.Fatal(err)
 	}
 	return e

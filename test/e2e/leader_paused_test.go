@@ -58,26 +58,8 @@ func TestLeaderPausedMidBurst(t *testing.T) {
 func leaderPausedMidBurst(t *testing.T, pause time.Duration) {
 	const pods = pausedFirstWave + pausedSecondWave
 	e := newEnvWithoutScheduler(t, "--leader-elect-identity=ext-a")
-	b, err := e.c.StartExtenderAs(e.ctx, "extender-b", s.extender, 0, "--leader-elect-identity=ext-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front, err := e.c.StartRoundRobin(e.ext, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(front.Close)
 	e.c.SchedulerConfig = shortExtenderTimeout(t, e.c.Dir)
-	if err := e.c.StartScheduler(front.Host); err != nil {
-		t.Fatal(err)
-	}
-	leader, follower := e.ext, b
-	if err := poll(e.ctx, 30*time.Second, func() (bool, error) { return leader.Leading(e.ctx) }); err != nil {
-		t.Fatalf("the first replica never led: %v", err)
-	}
-	if lead, err := follower.Leading(e.ctx); err != nil || lead {
-		t.Fatalf("the second replica leads too (%v, %v)", lead, err)
-	}
+	leader, follower := e.ext, e.twoReplicas()
 	cards := pausedCluster()
 	e.nodes(cards)
 	prog := e.watchProgress()

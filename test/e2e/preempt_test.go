@@ -52,6 +52,15 @@ func (e *env) priorityClasses() {
 	}
 }
 
+// newPreemptEnv is a cluster of cards with the priority classes.
+func newPreemptEnv(t *testing.T, cards map[string][]contract.GPU) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.priorityClasses()
+	e.nodes(cards)
+	return e
+}
+
 // prioPod is a gpu-mem pod of units with a priority class; mutate adjusts it before creation.
 func (e *env) prioPod(name string, units int64, class string, mutate ...func(*v1.Pod)) *v1.Pod {
 	e.t.Helper()
@@ -198,10 +207,8 @@ func (e *env) waitEvent(name, reason, sub string) string {
 // own preemption finds no victim (the node total fits). The extender evicts one of the two, holds
 // the card, and the pod binds there once the victim is gone.
 func TestPreemptFragmentedNode(t *testing.T) {
-	e := newEnv(t)
-	e.priorityClasses()
 	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 2)}
-	e.nodes(cards)
+	e := newPreemptEnv(t, cards)
 	e.prioPod("low-a", 10, lowPriority)
 	e.prioPod("low-b", 10, lowPriority)
 	e.waitBound("low-a", time.Minute)
@@ -231,10 +238,8 @@ func TestPreemptFragmentedNode(t *testing.T) {
 // node and calls the extender's preempt verb, which evicts only the 10 GiB pod (one victim; the 6
 // GiB one alone would not do).
 func TestPreemptFullNode(t *testing.T) {
-	e := newEnv(t)
-	e.priorityClasses()
 	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1)}
-	e.nodes(cards)
+	e := newPreemptEnv(t, cards)
 	e.prioPod("low-10", 10, lowPriority)
 	e.prioPod("low-6", 6, lowPriority)
 	e.waitBound("low-10", time.Minute)
@@ -252,10 +257,8 @@ func TestPreemptFullNode(t *testing.T) {
 // 4 GiB one fill it, on gpu-1 one 12 GiB low pod and a 4 GiB one. A 10 GiB high pod needs two
 // victims on gpu-0 and one on gpu-1: gpu-1 wins.
 func TestPreemptCheaperNode(t *testing.T) {
-	e := newEnv(t)
-	e.priorityClasses()
 	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1), "gpu-1": framework.Cards("gpu-1", "Tesla T4", 16, 1)}
-	e.nodes(cards)
+	e := newPreemptEnv(t, cards)
 	pin := func(node string) func(*v1.Pod) {
 		return func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node} }
 	}
@@ -285,14 +288,12 @@ func TestPreemptCheaperNode(t *testing.T) {
 // have its own priority, or when a PodDisruptionBudget (minAvailable 2 of 2) protects every pod whose eviction would
 // free a card; each says why in a GPUPreemptionFailed event and stays pending.
 func TestPreemptRefused(t *testing.T) {
-	e := newEnv(t)
-	e.priorityClasses()
 	cards := map[string][]contract.GPU{
 		"gpu-never": framework.Cards("gpu-never", "Tesla T4", 16, 2),
 		"gpu-equal": framework.Cards("gpu-equal", "Tesla T4", 16, 2),
 		"gpu-pdb":   framework.Cards("gpu-pdb", "Tesla T4", 16, 2),
 	}
-	e.nodes(cards)
+	e := newPreemptEnv(t, cards)
 	pin := func(node string) func(*v1.Pod) {
 		return func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node} }
 	}
@@ -347,10 +348,8 @@ func TestPreemptRefused(t *testing.T) {
 // freed memory arrives (10 GiB: it would fit the emptied card, not beside the 8 GiB held). When
 // the victim goes, the preemptor gets the card and the low pod does not: it stays pending.
 func TestPreemptHoldsFreedMemory(t *testing.T) {
-	e := newEnv(t)
-	e.priorityClasses()
 	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1)}
-	e.nodes(cards)
+	e := newPreemptEnv(t, cards)
 	e.prioPod("victim", 12, lowPriority, withFinalizer)
 	e.waitBound("victim", time.Minute)
 	e.prioPod("high", 8, highPriority)
@@ -376,21 +375,7 @@ func TestPreemptHoldsFreedMemory(t *testing.T) {
 // memory, the preemptor does.
 func TestPreemptLeaderKilled(t *testing.T) {
 	e := newEnvWithoutScheduler(t, "--leader-elect-identity=ext-a")
-	b, err := e.c.StartExtenderAs(e.ctx, "extender-b", s.extender, 0, "--leader-elect-identity=ext-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front, err := e.c.StartRoundRobin(e.ext, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(front.Close)
-	if err := e.c.StartScheduler(front.Host); err != nil {
-		t.Fatal(err)
-	}
-	if err := poll(e.ctx, 30*time.Second, func() (bool, error) { return e.ext.Leading(e.ctx) }); err != nil {
-		t.Fatalf("the first replica never led: %v", err)
-	}
+	b := e.twoReplicas()
 	e.priorityClasses()
 	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1)}
 	e.nodes(cards)

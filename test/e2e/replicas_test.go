@@ -27,25 +27,7 @@ func replicaCluster() map[string][]contract.GPU {
 func TestTwoReplicasLeaderKilledMidBurst(t *testing.T) {
 	const pods = 1000
 	e := newEnvWithoutScheduler(t, "--leader-elect-identity=ext-a")
-	b, err := e.c.StartExtenderAs(e.ctx, "extender-b", s.extender, 0, "--leader-elect-identity=ext-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	front, err := e.c.StartRoundRobin(e.ext, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(front.Close)
-	if err := e.c.StartScheduler(front.Host); err != nil {
-		t.Fatal(err)
-	}
-	leader, follower := e.ext, b
-	if err := poll(e.ctx, 30*time.Second, func() (bool, error) { return leader.Leading(e.ctx) }); err != nil {
-		t.Fatalf("the first replica never led: %v", err)
-	}
-	if lead, err := follower.Leading(e.ctx); err != nil || lead {
-		t.Fatalf("the second replica leads too (%v, %v)", lead, err)
-	}
+	leader, follower := e.ext, e.twoReplicas()
 	cards := replicaCluster()
 	e.nodes(cards)
 	done := make(chan struct{})
@@ -78,4 +60,31 @@ func TestTwoReplicasLeaderKilledMidBurst(t *testing.T) {
 	e.ext = follower
 	e.waitAllBound(pods, 6*time.Minute)
 	e.checkConsistent(cards)
+}
+
+// twoReplicas starts a second extender replica (ext-b) beside e.ext (started with
+// --leader-elect-identity=ext-a), a front that round-robins each request over both, and
+// kube-scheduler (with e.c.SchedulerConfig) calling the front. It returns the second replica
+// once e.ext leads and it does not.
+func (e *env) twoReplicas() *framework.Extender {
+	e.t.Helper()
+	b, err := e.c.StartExtenderAs(e.ctx, "extender-b", s.extender, 0, "--leader-elect-identity=ext-b")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	front, err := e.c.StartRoundRobin(e.ext, b)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(front.Close)
+	if err := e.c.StartScheduler(front.Host); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := poll(e.ctx, 30*time.Second, func() (bool, error) { return e.ext.Leading(e.ctx) }); err != nil {
+		e.t.Fatalf("the first replica never led: %v", err)
+	}
+	if lead, err := b.Leading(e.ctx); err != nil || lead {
+		e.t.Fatalf("the second replica leads too (%v, %v)", lead, err)
+	}
+	return b
 }
