@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -34,10 +33,7 @@ func TestElectorLeaderAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = b.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	runElector(ctx, t, b)
 
 	waitFor(t, "the follower to see a's address", func() bool { return b.LeaderAddress() == "10.0.0.1:39999" })
 	if b.Leading() {
@@ -73,10 +69,7 @@ func TestElectorAdvertisesAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = el.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	runElector(ctx, t, el)
 	waitFor(t, "the elector to lead", el.Leading)
 	l, err := client.CoordinationV1().Leases(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
 	if err != nil {

@@ -49,6 +49,15 @@ func shippedElection(identity string) scheduler.ElectionConfig {
 	return cfg
 }
 
+// runElector runs el until the test ends.
+func runElector(ctx context.Context, t *testing.T, el *scheduler.Elector) {
+	t.Helper()
+	ctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = el.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+}
+
 // leadingElector runs an elector with clock on client's Leases until the test ends and
 // returns it once it leads.
 func leadingElector(t *testing.T, client *fake.Clientset, clock *fakeClock) *scheduler.Elector {
@@ -58,10 +67,7 @@ func leadingElector(t *testing.T, client *fake.Clientset, clock *fakeClock) *sch
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = el.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	runElector(ctx, t, el)
 	waitFor(t, "the elector to lead", el.Leading)
 	return el
 }
