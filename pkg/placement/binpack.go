@@ -12,8 +12,11 @@ var (
 // alike, so it is its own Scorer.
 type Binpack struct{}
 
-// Name is "binpack".
-func (Binpack) Name() string { return "binpack" }
+// BinpackName names Binpack in the policy registry and in --policy.
+const BinpackName = "binpack"
+
+// Name is BinpackName.
+func (Binpack) Name() string { return BinpackName }
 
 // ForPod returns the policy itself: binpack does not weigh CPU or memory.
 func (b Binpack) ForPod(PodResources) Scorer { return b }

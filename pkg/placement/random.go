@@ -22,8 +22,11 @@ type Random struct {
 // NewRandom returns a Random policy seeded with seed.
 func NewRandom(seed uint64) *Random { return &Random{rng: rand.New(rand.NewPCG(seed, seed))} }
 
-// Name is "random".
-func (r *Random) Name() string { return "random" }
+// RandomName names Random in the policy registry and in --policy.
+const RandomName = "random"
+
+// Name is RandomName.
+func (r *Random) Name() string { return RandomName }
 
 // Seed restarts the random stream.
 func (r *Random) Seed(seed uint64) {

@@ -11,8 +11,11 @@ var (
 // own Scorer.
 type Spread struct{}
 
-// Name is "spread".
-func (Spread) Name() string { return "spread" }
+// SpreadName names Spread in the policy registry and in --policy.
+const SpreadName = "spread"
+
+// Name is SpreadName.
+func (Spread) Name() string { return SpreadName }
 
 // ForPod returns the policy itself: spread does not weigh CPU or memory.
 func (s Spread) ForPod(PodResources) Scorer { return s }

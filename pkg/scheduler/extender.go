@@ -62,9 +62,6 @@ type Option func(*Extender)
 // WithClock sets the clock used for the assume-time annotation.
 func WithClock(now func() time.Time) Option { return func(e *Extender) { e.now = now } }
 
-// WithMetrics sets where the extender counts its calls.
-func WithMetrics(m *Metrics) Option { return func(e *Extender) { e.metrics = m } }
-
 // WithPodLister lets Bind read the pod from the informer instead of the API server (one call
 // per bind instead of two); a pod the informer lacks is read from the API server.
 func WithPodLister(l corelisters.PodLister) Option { return func(e *Extender) { e.pods = l } }

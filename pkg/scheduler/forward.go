@@ -25,6 +25,16 @@ import (
 // (the new pod, a follower, never becomes ready) and leaves kube-scheduler's open connection on
 // the old leader after a leadership change.
 //
+// A follower also sheds the connection of a caller it forwards for (connShed): once it has
+// forwarded on a connection for ForwardConfig.ShedAfter, its next forwarded answer closes the connection
+// (Connection: close; over HTTP/2 a GOAWAY, which lets the calls in flight finish and makes the
+// client retry any it had not yet sent). kube-scheduler keeps one connection to the extender,
+// and a Service balances connections: the new one lands on the leader or on another follower
+// that sheds it in turn, so kube-scheduler settles on the leader within a second or two, also
+// after a leadership change, and pays the forwarding hop (an in-line filter waits for it) only
+// meanwhile. A front that balances requests reopens its connection to a follower at most once
+// per ShedAfter.
+//
 // When no leader can be reached (none is known, its Lease has not been seen renewed for the
 // renew deadline, or the call fails), a follower answers filter, prioritize and preempt from
 // its own cache: it may miss the leader's assumed pods and call a card free that the leader
@@ -56,6 +66,10 @@ type ForwardConfig struct {
 	// to lead) before it is refused as not the leader; the call's own deadline
 	// (kube-scheduler's httpTimeout) bounds it too. Zero means DefaultBindWait.
 	BindWait time.Duration
+	// ShedAfter is how long this replica forwards a connection's calls before its answer
+	// closes the connection, so that the caller reconnects, through its Service, to the
+	// leader. Zero means DefaultShedAfter; it needs the server's ConnContext.
+	ShedAfter time.Duration
 }
 
 // DefaultForwardTimeout is how long a follower waits for the leader's filter, prioritize or
@@ -96,11 +110,15 @@ func (h *Handler) forwardedVerb(verb string, handle httprouter.Handle) httproute
 		}
 		for !h.ext.Leading() {
 			if addr := f.Leader(); addr != "" {
+				if connShed(ctx, time.Now(), h.forwardShedAfter()) {
+					w.Header().Set("Connection", "close")
+				}
 				err := h.forward(ctx, w, r, addr, body, verb != "bind")
 				if err == nil {
 					ok.Inc()
 					return
 				}
+				w.Header().Del("Connection")
 				failed.Inc()
 				h.logger.V(2).Info("Forwarding to the leader failed", "verb", verb, "leader", addr, "err", err)
 			}
@@ -130,6 +148,13 @@ func (h *Handler) forwardBindWait() time.Duration {
 	return DefaultBindWait
 }
 
+func (h *Handler) forwardShedAfter() time.Duration {
+	if d := h.cfg.Forward.ShedAfter; d > 0 {
+		return d
+	}
+	return DefaultShedAfter
+}
+
 // Outcomes of gpushare_forwarded_requests_total.
 const (
 	forwardOK     = "forwarded"
@@ -156,22 +181,9 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		var stop context.CancelFunc
 		ctx, stop = context.WithTimeout(ctx, timeout)
 		defer stop()
+	} else {
+		go h.watchLeader(ctx, cancel, addr)
 	}
-	go func() { // a leader that stops renewing (paused, cut off) is given up on at once
-		t := time.NewTicker(forwardRetry)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if f.Leader() != addr {
-					cancel(errLeaderChanged)
-					return
-				}
-			}
-		}
-	}()
 	// addr is the Lease holder's advertised address: only the extender's service account
 	// writes that Lease (config/admission/extender-leases.yaml), and the peer must present a
 	// certificate of the replicas' CA and name (PeerTransport).
@@ -206,6 +218,26 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(answer)
 	return nil
+}
+
+// watchLeader cancels a forwarded bind, which has no timeout of its own, as soon as addr is no
+// longer the leader: one that stops renewing (paused, cut off) is given up on at once and the
+// bind goes to its successor. A bounded call gives up after ForwardConfig.Timeout instead,
+// before the Lease could show a stale leader (RenewDeadline), without a watcher per call.
+func (h *Handler) watchLeader(ctx context.Context, cancel context.CancelCauseFunc, addr string) {
+	t := time.NewTicker(forwardRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if h.cfg.Forward.Leader() != addr {
+				cancel(errLeaderChanged)
+				return
+			}
+		}
+	}
 }
 
 // maxForwardAnswer bounds a leader's answer: a filter answer for MaxNodeNames nodes, each

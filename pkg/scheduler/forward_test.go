@@ -1,6 +1,9 @@
 package scheduler
 
 import (
+	"crypto/tls"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,6 +39,8 @@ type replica struct {
 	lead *stubLeadership
 	// leader is where it forwards to ("" none).
 	leader atomic.Pointer[string]
+	// conns counts the connections its server accepted.
+	conns atomic.Int32
 }
 
 func (r *replica) addr() string { return r.srv.Listener.Addr().String() }
@@ -60,7 +65,15 @@ func forwardPair(t *testing.T, fcfg ForwardConfig) (leader, follower *replica) {
 			cfg.Leader = func() string { return *r.leader.Load() }
 			hcfg.Forward = &cfg
 		}
-		r.srv = httptest.NewTLSServer(NewHandler(ext, func() bool { return true }, hcfg, logger))
+		r.srv = httptest.NewUnstartedServer(NewHandler(ext, func() bool { return true }, hcfg, logger))
+		r.srv.Config.ConnContext = ConnContext
+		r.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				r.conns.Add(1)
+			}
+		}
+		r.srv.EnableHTTP2 = true
+		r.srv.StartTLS()
 		t.Cleanup(r.srv.Close)
 		return r
 	}
@@ -233,5 +246,69 @@ func TestForwardGivesUpOnChangedLeader(t *testing.T) {
 	}
 	if got := nodeOf(t, leader, "p"); got != "n1" {
 		t.Errorf("p on %q in the new leader's API, want n1", got)
+	}
+}
+
+// TestFollowerShedsConnection: a follower answers every call it forwards, and once it has
+// forwarded a connection's calls for ShedAfter its answer closes that connection (HTTP/1.1
+// Connection: close, HTTP/2 GOAWAY), so that a caller behind a Service reconnects and can land
+// on the leader; the leader never closes a connection.
+func TestFollowerShedsConnection(t *testing.T) {
+	const shed = 200 * time.Millisecond
+	filter := mustJSON(t, extenderv1.ExtenderArgs{Pod: st.MakePod().Name("p").GPUMem(4).Obj(), NodeNames: names("n1", "n2")})
+	for _, proto := range []string{"http/1.1", "h2"} {
+		t.Run(proto, func(t *testing.T) {
+			leader, follower := forwardPair(t, ForwardConfig{ShedAfter: shed})
+			client := func() *http.Client {
+				tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{proto}}, ForceAttemptHTTP2: proto == "h2"} //nolint:gosec // G402: a test server
+				t.Cleanup(tr.CloseIdleConnections)
+				return &http.Client{Transport: tr}
+			}
+			post := func(c *http.Client, srv *httptest.Server) (closes bool) {
+				t.Helper()
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+Prefix+"/filter", strings.NewReader(filter))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatalf("filter: %v", err)
+				}
+				defer func() { _ = resp.Body.Close() }()
+				body, err := io.ReadAll(resp.Body)
+				if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"NodeNames":["n1"]`) {
+					t.Fatalf("filter = %d %s %v, want the leader's answer (n1)", resp.StatusCode, body, err)
+				}
+				if want := map[string]string{"h2": "HTTP/2.0", "http/1.1": "HTTP/1.1"}[proto]; resp.Proto != want {
+					t.Fatalf("spoke %s, want %s", resp.Proto, proto)
+				}
+				return resp.Close
+			}
+			fc, lc := client(), client()
+			if post(fc, follower.srv) {
+				t.Errorf("the follower closed the connection on its first forwarded call")
+			}
+			time.Sleep(shed)
+			closes := post(fc, follower.srv)
+			if proto == "http/1.1" && !closes {
+				t.Errorf("after %v of forwarding the follower's answer did not close the connection", shed)
+			}
+			post(fc, follower.srv)
+			if got := follower.conns.Load(); got != 2 {
+				t.Errorf("the follower accepted %d connections for 3 calls %v apart, want 2 (shed once)", got, shed)
+			}
+			for range 3 {
+				if post(lc, leader.srv) {
+					t.Errorf("the leader closed a connection")
+				}
+				time.Sleep(shed)
+			}
+			if got := leader.conns.Load(); got != 2 {
+				t.Errorf("the leader accepted %d connections (the follower's and the client's), want 2", got)
+			}
+			if got := forwardCount(t, follower, "filter", forwardOK); got != 3 {
+				t.Errorf("forwarded filters = %g, want 3", got)
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext:       ConnContext,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

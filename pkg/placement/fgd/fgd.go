@@ -28,8 +28,11 @@ type FGD struct {
 // New returns an FGD policy with an empty distribution.
 func New() *FGD { return &FGD{views: newFragViews()} }
 
-// Name is "fgd".
-func (f *FGD) Name() string { return "fgd" }
+// Name names FGD in the policy registry and in --policy.
+const Name = "fgd"
+
+// Name is the package's Name.
+func (f *FGD) Name() string { return Name }
 
 // Foresee sets the distribution to the typical pods of workload.
 func (f *FGD) Foresee(workload []placement.Demand) {

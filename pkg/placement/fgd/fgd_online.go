@@ -51,8 +51,11 @@ func NewOnline() *Online {
 	return &Online{learned: newOnlineDistribution(learnHalfLife), views: newFragViews()}
 }
 
-// Name is "fgd-online".
-func (f *Online) Name() string { return "fgd-online" }
+// OnlineName names Online in the policy registry and in --policy.
+const OnlineName = "fgd-online"
+
+// Name is OnlineName.
+func (f *Online) Name() string { return OnlineName }
 
 // Observe learns the pod's shape.
 func (f *Online) Observe(req *gpumem.PodRequest, res placement.PodResources) {

@@ -12,7 +12,7 @@ import (
 )
 
 // Default is the policy the extender and the simulator use unless told otherwise.
-const Default = "fgd-online"
+const Default = fgd.OnlineName
 
 // Factory builds a fresh policy (policies may learn, so every user builds its own).
 type Factory func() placement.Policy
@@ -23,11 +23,11 @@ type Registry map[string]Factory
 // NewRegistry returns the built-in policies.
 func NewRegistry() Registry {
 	return Registry{
-		"binpack":    func() placement.Policy { return placement.Binpack{} },
-		"spread":     func() placement.Policy { return placement.Spread{} },
-		"random":     func() placement.Policy { return placement.NewRandom(1) },
-		"fgd":        func() placement.Policy { return fgd.New() },
-		"fgd-online": func() placement.Policy { return fgd.NewOnline() },
+		placement.BinpackName: func() placement.Policy { return placement.Binpack{} },
+		placement.SpreadName:  func() placement.Policy { return placement.Spread{} },
+		placement.RandomName:  func() placement.Policy { return placement.NewRandom(1) },
+		fgd.Name:              func() placement.Policy { return fgd.New() },
+		fgd.OnlineName:        func() placement.Policy { return fgd.NewOnline() },
 	}
 }
 
