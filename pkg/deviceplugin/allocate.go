@@ -38,7 +38,7 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		}
 		cresp, err := p.containerResponse(ch)
 		if err != nil {
-			p.tracker.forget(func(h *handout) bool { return h.devices == devicesKey(ids) && h.owner == refOf(ch) })
+			p.tracker.retract(devicesKey(ids), refOf(ch))
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
 		p.checkAlignment(ctx, ch, ids)
@@ -90,10 +90,25 @@ func (p *Plugin) checkIDs(ids []string) error {
 // containerResponse is Allocate's answer for a chosen container: the contract's env naming its
 // cards and, where the node enforces limits, HAMi-core's mounts and per-card limits.
 //
-// What it hands out follows from the container's placement alone. The background correction
-// after a misguess (verify.go, rebalance_placements.go) rewrites placements to match the
-// devices kubelet gave; whatever this answer derives from a placement must stay derivable from
-// the corrected one (today: the cards, their units, the limits).
+// This answer and the background correction must agree. Allocate may guess the wrong
+// container (two pods wait for equal containers and the kubelet does not list the one it admits
+// yet). The answer is built from ch.placement, and the ledger recorded that very placement in
+// the container's handout (tracker.admit). Later, verify.go learns from the kubelet's
+// PodResources which container really got the devices, and rebalance_placements.go writes the
+// handout's placement onto that container's annotation, trading placements only among
+// containers of equal units and kind (init or app), so that every card's total stays. The
+// correction thus carries the placement, and with it the container's units, to the real owner,
+// and nothing else. So:
+//
+//   - what the answer derives from the placement and the container's units (the cards, their
+//     units, EnvDev, EnvContainer, the per-card memory limits) is right after a correction;
+//   - what it derives from the guessed pod is not corrected: EnvPod (the pod's total units),
+//     the core limit annotation, the HAMi-core counter folder (named by the pod's UID and the
+//     container's name);
+//   - a change to what this answer depends on must change the correction to match: carry the
+//     new input in the handout and have rebalance trade only among containers equal in it
+//     (slotGroup), or rewrite it too; a handout whose placement differs from what the env names
+//     makes the correction write a wrong annotation.
 func (p *Plugin) containerResponse(ch *choice) (*pluginapi.ContainerAllocateResponse, error) {
 	indexes := make([]int, 0, len(ch.placement))
 	for g := range ch.placement {

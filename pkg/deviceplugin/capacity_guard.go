@@ -8,73 +8,23 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-
-	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // The plugin's second line of defence against an over-committed card: whatever the scheduler
 // decided, an Allocate that would make the pods admitted on a card hold more than the card has
 // fails, loudly, for that one pod. The count is rebuilt from live state on every Allocate (the
 // pods on the node, the plugin's handouts, the kubelet's PodResources and the ASSIGNED
-// annotation), so it needs nothing restored after a plugin restart.
+// annotation), so it needs nothing restored after a plugin restart. The check is the admission
+// ledger's (tracker.overCapacityLocked in tracker_admit.go), taken in the same critical section
+// that records the handout, so two Allocates cannot both fit into the last free units.
 
 // ErrOverCapacity is wrapped when admitting the pod would put a card over its capacity.
 var ErrOverCapacity = errors.New("admitting the pod would put a GPU over capacity")
 
 // eventTimeout bounds the Event that tells a pod why its Allocate failed.
 const eventTimeout = 5 * time.Second
-
-// admittedLocked reports whether pod holds GPU memory on the node already: the plugin handed
-// one of its containers devices, the kubelet shows devices for one, or it is marked assigned.
-// Caller holds p.tracker.mu.
-func (p *Plugin) admittedLocked(pod *v1.Pod, req *contract.PodRequest, kv *kubeletView) bool {
-	if pod.Annotations[contract.AnnotationAssigned] == "true" {
-		return true
-	}
-	nn := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	for _, h := range p.tracker.handouts {
-		if h.owner.uid == pod.UID {
-			return true
-		}
-	}
-	for _, c := range req.Containers {
-		if kv.hasDevices(nn, c.Name) {
-			return true
-		}
-	}
-	return false
-}
-
-// overCapacityLocked says which card the pod of ch would put over capacity, given the pods
-// admitted on the node ("" when none would be). Caller holds p.tracker.mu.
-func (p *Plugin) overCapacityLocked(pods []*v1.Pod, kv *kubeletView, ch *choice) string {
-	load := map[int]int64{}
-	for _, pod := range pods {
-		if pod.UID == ch.pod.UID || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-			continue
-		}
-		req, alloc, ok, err := p.parseLocked(pod, len(pods))
-		if err != nil || !ok || req.Empty() {
-			continue
-		}
-		if !p.admittedLocked(pod, &req, kv) {
-			continue
-		}
-		for g, u := range alloc.PerGPU() {
-			load[g] += u
-		}
-	}
-	for g, u := range ch.alloc.PerGPU() {
-		card, ok := p.inv.lookup(g)
-		if ok && load[g]+u > card.units {
-			return fmt.Sprintf("GPU %d has %d units, the pods admitted on it hold %d and this pod asks %d", g, card.units, load[g], u)
-		}
-	}
-	return ""
-}
 
 // warnPod records a Warning Event on pod, in the background and with a timeout of its own.
 func (p *Plugin) warnPod(ctx context.Context, pod *v1.Pod, reason, message string) {

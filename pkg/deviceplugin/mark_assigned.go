@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,9 +45,7 @@ func (p *Plugin) markAssigned(ctx context.Context, pods map[types.NamespacedName
 		}
 		logger.V(2).Info("Pod assigned", "pod", klog.KObj(pod))
 	}
-	p.tracker.forget(func(h *handout) bool {
-		return !live[h.owner.uid] && (h.verified || time.Since(h.at) > p.cfg.verifyTTL)
-	})
+	p.tracker.forgetSettled(live, p.cfg.verifyTTL)
 }
 
 // settled reports whether every gpu-mem container of pod got its env: by confirmed handouts,

@@ -17,28 +17,30 @@ type parsedPod struct {
 	err   error
 }
 
-// parseCache saves Allocate from decoding every pod's placement JSON on every call.
+// parseCache saves Allocate from decoding every pod's placement JSON on every call. It is part
+// of the admission ledger: owned by the tracker and guarded by its mu.
 type parseCache struct {
 	entries map[types.UID]parsedPod
 }
 
-// parseLocked returns pod's request and placement (ok false: no placement). Caller holds
-// p.tracker.mu, which guards the cache too.
-func (p *Plugin) parseLocked(pod *v1.Pod, livePods int) (contract.PodRequest, contract.Allocation, bool, error) {
+// parseLocked returns pod's request and placement under names (ok false: no placement).
+// livePods, the number of pods on the node, bounds the cache. Caller holds the owning
+// tracker's mu.
+func (c *parseCache) parseLocked(pod *v1.Pod, names *contract.Names, livePods int) (contract.PodRequest, contract.Allocation, bool, error) {
 	from := [3]string{pod.Annotations[contract.AnnotationAllocation], pod.Annotations[contract.AnnotationIndex],
-		pod.Annotations[p.cfg.names.GPUCountAnnotation] + "|" + pod.Annotations[p.cfg.names.ModelAnnotation] +
-			"|" + pod.Annotations[p.cfg.names.CoreAnnotation]}
-	if e, hit := p.cache.entries[pod.UID]; hit && e.from == from {
+		pod.Annotations[names.GPUCountAnnotation] + "|" + pod.Annotations[names.ModelAnnotation] +
+			"|" + pod.Annotations[names.CoreAnnotation]}
+	if e, hit := c.entries[pod.UID]; hit && e.from == from {
 		return e.req, e.alloc, e.ok, e.err
 	}
-	if p.cache.entries == nil || len(p.cache.entries) > 4*livePods+64 {
-		p.cache.entries = map[types.UID]parsedPod{} // forget deleted pods now and then
+	if c.entries == nil || len(c.entries) > 4*livePods+64 {
+		c.entries = map[types.UID]parsedPod{} // forget deleted pods now and then
 	}
 	e := parsedPod{from: from}
-	e.req, e.err = contract.ParseRequest(pod, &p.cfg.names)
+	e.req, e.err = contract.ParseRequest(pod, names)
 	if e.err == nil && !e.req.Empty() {
 		e.alloc, e.ok, e.err = contract.AllocationFromPod(pod, &e.req)
 	}
-	p.cache.entries[pod.UID] = e
+	c.entries[pod.UID] = e
 	return e.req, e.alloc, e.ok, e.err
 }

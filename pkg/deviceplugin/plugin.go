@@ -29,10 +29,9 @@ type Plugin struct {
 	nv         nvml.Interface
 	client     kubernetes.Interface
 	inv        *inventory
-	tracker    *tracker
+	tracker    *tracker // the admission ledger; it owns its lock
 	reconciler *reconciler
 	limits     *limiter
-	cache      parseCache // guarded by tracker.mu
 }
 
 var _ pluginapi.DevicePluginServer = (*Plugin)(nil)

@@ -27,14 +27,18 @@ type slot struct {
 }
 
 // slotGroup is the slots that may trade placements: same size, same kind (init or app), so
-// that trading keeps every card's total.
+// that trading keeps every card's total and the container's units in Allocate's env. Anything
+// more that Allocate's answer comes to depend on (containerResponse) must be added here.
 type slotGroup struct {
 	units int64
 	init  bool
 }
 
 // rebalance makes every container whose env is known (truths, by handout position) carry that
-// env's placement in its annotation. The placements of a group of equal containers are a
+// env's placement in its annotation. It is the second half of Allocate: it assumes that the
+// env a handout stands for is a function of h.placement and the container's units alone (see
+// containerResponse, which must stay so); a group of containers may trade placements only when
+// they are equal in everything else Allocate's answer is built from. The placements of a group of equal containers are a
 // multiset that only gets permuted, so per-card totals stay; containers with an unchecked
 // guess keep the env they were given when they can; the others keep what they have if they can.
 func (p *Plugin) rebalance(ctx context.Context, handouts []handout, truths map[int]ownerRef, pods map[types.NamespacedName]*v1.Pod) error {
@@ -72,7 +76,7 @@ func (p *Plugin) rebalance(ctx context.Context, handouts []handout, truths map[i
 			klog.FromContext(ctx).Info("Allocate had guessed the wrong pod; placement annotations corrected",
 				"guessedPod", h.owner.pod, "pod", ref.pod, "container", ref.name)
 		}
-		p.tracker.update(h.devices, h.at, func(l *handout) { l.owner, l.verified = ref, true })
+		p.tracker.confirm(h.devices, h.at, ref)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -42,8 +41,10 @@ type candidates struct {
 	rejected []string
 }
 
-// resolve finds the container kubelet is allocating units devices for. With handOut it also
-// records the answer, in the same critical section, so two Allocates never get the same container.
+// resolve finds the container kubelet is allocating units devices for: it lists the pods and
+// asks the kubelet (the I/O), then puts the question to the admission ledger (tracker.admit),
+// again until the pod shows up or resolveWait ends. With handOut the ledger also records the
+// answer, in the same critical section, so two Allocates never get the same container.
 // When the container's pod cannot be admitted (no usable placement, or a card would go over
 // capacity) it returns the choice with an error.
 func (p *Plugin) resolve(ctx context.Context, units int64, ids []string, handOut bool) (*choice, error) {
@@ -60,31 +61,9 @@ func (p *Plugin) resolve(ctx context.Context, units int64, ids []string, handOut
 			return false, fmt.Errorf("list pods of node %s: %w", p.cfg.nodeName, err)
 		}
 		kv := p.kubeletView(ctx)
-		p.tracker.mu.Lock()
-		defer p.tracker.mu.Unlock()
-		last = p.pickLocked(pods, units, kv)
-		if last.best == nil && kv != nil {
-			if kv.awaitsUnseen(pods) {
-				// The kubelet holds a pod without devices that the API server's pods do not show
-				// yet: the pod being admitted, most likely. Wait for it; guessing among the pods
-				// seen would hand this container another pod's card.
-				return false, nil
-			}
-			last = p.pickLocked(pods, units, nil) // the kubelet may not list the pod it is admitting yet
-		}
-		switch found = last.best; {
-		case found == nil || !handOut:
-		case found.broken != "":
-			p.tracker.refusedLocked()[found.pod.UID] = true // this Allocate was its: never pick it again
-		default:
-			if over = p.overCapacityLocked(pods, kv, found); over != "" {
-				p.tracker.refusedLocked()[found.pod.UID] = true // a scheduler bug: fail this pod, loudly
-				break
-			}
-			p.tracker.addLocked(&handout{owner: refOf(found), units: units, devices: devicesKey(ids),
-				placement: maps.Clone(found.placement), at: time.Now()})
-		}
-		return found != nil, nil
+		ans := p.tracker.admit(p.rules(), admitQuery{pods: pods, kv: kv, units: units, ids: ids, handOut: handOut})
+		last, found, over = ans.candidates, ans.best, ans.over
+		return found != nil, nil // found is nil too while ans.wait: look again
 	})
 	switch {
 	case found != nil && found.broken != "":
@@ -116,76 +95,9 @@ func (p *Plugin) kubeletView(ctx context.Context) *kubeletView {
 	return newKubeletView(list, p.cfg.names.Resource)
 }
 
-// pickLocked chooses, among pods the kubelet holds (all when kv is nil), the earliest created
-// one whose next gpu-mem container asks units: kubelet admits pods in creation order, one at a
-// time, container by container. Caller holds p.tracker.mu.
-func (p *Plugin) pickLocked(pods []*v1.Pod, units int64, kv *kubeletView) candidates {
-	var out candidates
-	p.tracker.pruneRefusedLocked(pods)
-	for _, pod := range pods {
-		ch, why := p.candidate(pod, len(pods), units, kv)
-		if ch == nil {
-			if why != "" {
-				out.rejected = append(out.rejected, klog.KObj(pod).String()+": "+why)
-			}
-			continue
-		}
-		if out.best == nil || admittedBefore(pod, out.best.pod) {
-			out.best = ch
-		}
-	}
-	return out
-}
-
-// candidate returns pod's next container when it asks units, or why not ("" for pods that are
-// simply not gpushare pods waiting for Allocate). A pod waiting for units without a usable
-// placement is a candidate too, marked broken: kubelet may be admitting it, and then this
-// Allocate must fail rather than hand it another pod's card. Caller holds p.tracker.mu.
-func (p *Plugin) candidate(pod *v1.Pod, livePods int, units int64, kv *kubeletView) (*choice, string) {
-	if pod.Annotations[contract.AnnotationAssigned] == "true" || pod.DeletionTimestamp != nil ||
-		pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || p.tracker.refusedLocked()[pod.UID] {
-		return nil, ""
-	}
-	req, alloc, ok, err := p.parseLocked(pod, livePods)
-	if req.Empty() { // no gpu-mem, or a request that does not parse (nothing to match units with)
-		if err != nil {
-			return nil, err.Error()
-		}
-		return nil, ""
-	}
-	nn := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	if !kv.knows(nn) {
-		return nil, ""
-	}
-	next, more := p.tracker.nextContainerLocked(pod.UID, nn, &req, kv)
-	if !more {
-		return nil, ""
-	}
-	if next.Units != units {
-		return nil, fmt.Sprintf("next container %q asks %d", next.Name, next.Units)
-	}
-	ch := &choice{pod: pod, req: req, container: next, placement: alloc[next.Key], alloc: alloc}
-	switch {
-	case err != nil:
-		ch.broken = err.Error()
-	case !ok:
-		ch.broken = "no placement annotation " + contract.AnnotationAllocation + " (not bound by the gpushare extender?)"
-	case len(ch.placement) == 0:
-		ch.broken = fmt.Sprintf("placement has no entry for container %s (%q)", next.Key, next.Name)
-	default:
-		ch.broken = p.missingGPU(ch.placement)
-	}
-	return ch, ""
-}
-
-// missingGPU says which GPU of placement the node does not have ("" when it has them all).
-func (p *Plugin) missingGPU(placement map[int]int64) string {
-	for g := range placement {
-		if _, ok := p.inv.lookup(g); !ok {
-			return fmt.Sprintf("placement names GPU %d, which node %s does not have", g, p.cfg.nodeName)
-		}
-	}
-	return ""
+// rules are what the admission ledger judges this node's pods by.
+func (p *Plugin) rules() admitRules {
+	return admitRules{names: &p.cfg.names, inv: p.inv, node: p.cfg.nodeName}
 }
 
 // admittedBefore orders pods as kubelet admits them: by creation time, then namespace/name.

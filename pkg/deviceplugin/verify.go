@@ -14,7 +14,9 @@ import (
 
 // verify learns, for each unverified handout, which container the kubelet really gave its
 // devices to, then rebalances the placements so that every such container's annotation names
-// the env it got.
+// the env it got. It relies on the handout recording the placement that Allocate's env was
+// built from (tracker.admit, containerResponse): a change to what Allocate hands out must keep
+// that so, and keep what rebalance moves (the placement) all that a wrong guess got wrong.
 func (p *Plugin) verify(ctx context.Context, kv *kubeletView, pods map[types.NamespacedName]*v1.Pod) {
 	logger := klog.FromContext(ctx)
 	handouts := p.tracker.snapshot()
