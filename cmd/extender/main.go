@@ -25,6 +25,7 @@ import (
 
 	"github.com/gpushare/gpushare/internal/gctarget"
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/cache/feed"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 	"github.com/gpushare/gpushare/pkg/version"
@@ -76,11 +77,11 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	policy, _ := policies.New(cfg.policy) // validated
 	c := cache.New(cfg.names, logger.WithName("cache"))
 	factory := informers.NewSharedInformerFactory(client, 0)
-	nodesSynced, err := cache.AddNodeEventHandlers(c, factory, cfg.names)
+	nodesSynced, err := feed.AddNodeEventHandlers(c, factory, cfg.names)
 	if err != nil {
 		return fmt.Errorf("informers: %w", err)
 	}
-	pods := cache.NewPodFeed(c, cfg.names)
+	pods := feed.NewPodFeed(c, cfg.names)
 	synced := []toolscache.InformerSynced{nodesSynced, pods.HasSynced}
 	ln, err := listen(cfg, logger)
 	if err != nil {

@@ -147,7 +147,7 @@ func (c *cacheImpl) SetPod(pod *v1.Pod) {
 func (c *cacheImpl) podStateOf(pod *v1.Pod) *podState {
 	ps := &podState{info: placement.PodInfo{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, State: placement.PodBound,
 		Priority: PodPriority(pod), Terminating: pod.DeletionTimestamp != nil}}
-	ps.cpu, ps.mem = podCPUMem(pod)
+	ps.cpu, ps.mem = contract.PodCPUMemory(pod)
 	ps.info.MilliCPU = ps.cpu
 	req, err := contract.ParseRequest(pod, &c.names)
 	if err != nil {
@@ -187,7 +187,7 @@ func (c *cacheImpl) RemovePod(pod *v1.Pod) {
 }
 
 func (c *cacheImpl) AssumePod(pod *v1.Pod, req *contract.PodRequest, nodeName string, alloc contract.Allocation) (contract.Allocation, error) {
-	cpu, mem := podCPUMem(pod)
+	cpu, mem := contract.PodCPUMemory(pod)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.pods[pod.UID]; ok {

@@ -1,6 +1,7 @@
 // Package cache holds the extender's view of every GPU-sharing node: per GPU its capacity, model,
 // health and the pods holding memory on it. It is state only: it never calls the API server and
-// never does I/O under its lock. Decisions live in pkg/scheduler.
+// never does I/O under its lock, and it builds without client-go. The API feeds it through
+// pkg/cache/feed; decisions live in pkg/placement, the verbs that use them in pkg/scheduler.
 package cache
 
 import (

@@ -1,12 +1,11 @@
 package cache
 
 import (
-	"github.com/gpushare/gpushare/pkg/placement"
-
 	"sort"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpushare/gpushare/pkg/placement"
 )
 
 // buildSnapshot computes a node's immutable snapshot, leaving out the pods in skip.
@@ -62,24 +61,4 @@ func gpuPosition(gpus []placement.GPUInfo, g int) (int, bool) {
 		}
 	}
 	return -1, false
-}
-
-// podCPUMem is a pod's effective CPU (milli) and memory (bytes) requests as kube-scheduler
-// counts them: max of the largest init container and the sum of app containers, plus overhead.
-func podCPUMem(pod *v1.Pod) (cpu, mem int64) {
-	for i := range pod.Spec.Containers {
-		r := pod.Spec.Containers[i].Resources.Requests
-		cpu += r.Cpu().MilliValue()
-		mem += r.Memory().Value()
-	}
-	for i := range pod.Spec.InitContainers {
-		r := pod.Spec.InitContainers[i].Resources.Requests
-		cpu = max(cpu, r.Cpu().MilliValue())
-		mem = max(mem, r.Memory().Value())
-	}
-	if o := pod.Spec.Overhead; o != nil {
-		cpu += o.Cpu().MilliValue()
-		mem += o.Memory().Value()
-	}
-	return cpu, mem
 }

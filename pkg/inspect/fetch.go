@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/cache/feed"
 )
 
 // pageSize bounds each list call of nodes, so a big cluster is read in chunks (pods are read
@@ -86,7 +86,7 @@ func listNodes(ctx context.Context, client kubernetes.Interface) ([]v1.Node, err
 
 func listPods(ctx context.Context, client kubernetes.Interface, selector, scope string) ([]v1.Pod, error) {
 	var out []v1.Pod
-	if _, err := cache.EachPodPage(ctx, client.CoreV1().Pods(metav1.NamespaceAll), metav1.ListOptions{FieldSelector: selector}, func(pods []v1.Pod) error {
+	if _, err := feed.EachPodPage(ctx, client.CoreV1().Pods(metav1.NamespaceAll), metav1.ListOptions{FieldSelector: selector}, func(pods []v1.Pod) error {
 		out = append(out, pods...)
 		return nil
 	}); err != nil {

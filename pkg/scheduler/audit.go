@@ -8,15 +8,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/cache/feed"
 )
 
 // Audit checks the extender's cache against the API server's truth (cache.Audit): it lists
 // every node and pod, so it is for debugging and tests, not for every scrape. The nodes and
-// pods are read page by page into the truth (cache.EachNodePage, cache.EachPodPage), never
+// pods are read page by page into the truth (feed.EachNodePage, feed.EachPodPage), never
 // held whole.
 func (e *Extender) Audit(ctx context.Context) (cache.AuditReport, error) {
 	truth := cache.NewAuditTruth(e.names)
-	if _, err := cache.EachNodePage(ctx, e.client.CoreV1().Nodes(), metav1.ListOptions{}, func(nodes []v1.Node) error {
+	if _, err := feed.EachNodePage(ctx, e.client.CoreV1().Nodes(), metav1.ListOptions{}, func(nodes []v1.Node) error {
 		for i := range nodes {
 			truth.AddNode(&nodes[i])
 		}
@@ -24,7 +25,7 @@ func (e *Extender) Audit(ctx context.Context) (cache.AuditReport, error) {
 	}); err != nil {
 		return cache.AuditReport{}, fmt.Errorf("audit: list nodes: %w", err)
 	}
-	if _, err := cache.EachPodPage(ctx, e.client.CoreV1().Pods(metav1.NamespaceAll), metav1.ListOptions{}, func(pods []v1.Pod) error {
+	if _, err := feed.EachPodPage(ctx, e.client.CoreV1().Pods(metav1.NamespaceAll), metav1.ListOptions{}, func(pods []v1.Pod) error {
 		for i := range pods {
 			truth.AddPod(&pods[i])
 		}

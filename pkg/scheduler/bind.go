@@ -151,7 +151,7 @@ func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodReq
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
 	}
-	d := placement.NewDecision(e.policy, req, cache.PodResources(pod))
+	d := placement.NewDecision(e.policy, req, podResources(pod))
 	c, err := d.Place(node, e.names.UnitLabel())
 	if err != nil {
 		return nil, err

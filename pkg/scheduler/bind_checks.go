@@ -83,7 +83,7 @@ func (e *Extender) checkBind(pod *v1.Pod, req *contract.PodRequest, nodeName str
 // finds its own assumption there). A node whose allocatable the cache does not know (0) is not
 // checked.
 func fitsCPUMemory(pod *v1.Pod, node *placement.NodeInfo) error {
-	res := cache.PodResources(pod)
+	res := podResources(pod)
 	cpu, mem := node.RequestedMilliCPU, node.RequestedMemory
 	for i := range node.Pods {
 		if node.Pods[i].UID == pod.UID {

@@ -3,10 +3,10 @@ package scheduler
 import (
 	"context"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
@@ -73,7 +73,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		sums = placement.NewSummaries(&req, e.names.UnitLabel())
 	}
 	if !req.Empty() {
-		res := cache.PodResources(args.Pod)
+		res := podResources(args.Pod)
 		parallelize(len(names), func(lo, hi int) {
 			var plan placement.Plan
 			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
@@ -147,4 +147,10 @@ func argNodeNames(args *extenderv1.ExtenderArgs) []string {
 		out[i] = args.Nodes.Items[i].Name
 	}
 	return out
+}
+
+// podResources is the pod's CPU and memory requests as placement weighs them.
+func podResources(pod *v1.Pod) placement.PodResources {
+	cpu, mem := contract.PodCPUMemory(pod)
+	return placement.PodResources{MilliCPU: cpu, Memory: mem}
 }

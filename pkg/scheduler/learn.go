@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
@@ -16,7 +15,7 @@ import (
 // bind or settler of the pod under way (inflight), and only the first to see it bound teaches.
 func (e *Extender) learn(pod *v1.Pod, req *contract.PodRequest) {
 	if l, ok := e.policy.(placement.Learner); ok && !req.Empty() && e.inflight.learnOnce(pod.UID) {
-		l.Observe(req, cache.PodResources(pod))
+		l.Observe(req, podResources(pod))
 	}
 }
 

@@ -111,7 +111,7 @@ func (e *Extender) Preempt(ctx context.Context, args *extenderv1.ExtenderPreempt
 // once the proposed victims are gone (the answer with --gpu-preemption=false).
 func (e *Extender) keepFeasible(pod *v1.Pod, req *contract.PodRequest, proposed map[string]*extenderv1.MetaVictims) *extenderv1.ExtenderPreemptionResult {
 	out := &extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}}
-	d := placement.NewDecision(e.policy, req, cache.PodResources(pod))
+	d := placement.NewDecision(e.policy, req, podResources(pod))
 	var plan placement.Plan
 	for name, mv := range proposed {
 		uids := make([]types.UID, 0, len(mv.Pods))

@@ -5,7 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/gpumem"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
@@ -14,7 +13,7 @@ import (
 // in buf.fits the nodes where it fits. Filter (when it chooses the node) and Prioritize both
 // rate through it, so that a pod is never ranked two ways.
 func (e *Extender) scoreNodes(pod *v1.Pod, req *gpumem.PodRequest, names []string, buf *passBuffers) {
-	res := cache.PodResources(pod)
+	res := podResources(pod)
 	raw, fits := buf.raw, buf.fits
 	parallelize(len(names), func(lo, hi int) {
 		var plan placement.Plan

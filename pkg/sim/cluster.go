@@ -102,5 +102,6 @@ func podRequest(pod *v1.Pod, names *contract.Names) (contract.PodRequest, placem
 	if err != nil {
 		return req, placement.PodResources{}, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
-	return req, cache.PodResources(pod), nil
+	cpu, mem := contract.PodCPUMemory(pod)
+	return req, placement.PodResources{MilliCPU: cpu, Memory: mem}, nil
 }

@@ -19,6 +19,8 @@ const frontBurst = 1000
 // connection (a Service: kube-scheduler keeps its connections, so every call may land on the
 // follower). Every pod is bound, no bind is refused because a replica does not lead (the
 // follower forwards every verb to the leader: forward.go), and the follower did forward;
+// behind the per-connection front kube-scheduler ends up connected to the leader too (the
+// follower sheds its connection after a second of forwarding: conn_shed.go);
 // no card is over capacity and the leader's cache equals the API's truth. The times are
 // reported against the one replica's (make bench-e2e --replicas 2 measures them: speed goals
 // live in benchmarks).
@@ -104,7 +106,11 @@ func burstThroughFront(t *testing.T, front string) time.Duration {
 		}
 	}
 	if conns != nil {
-		t.Logf("connections per replica (follower, leader): %v", conns())
+		c := conns()
+		t.Logf("connections per replica (follower, leader): %v", c)
+		if len(c) == 2 && c[1] == 0 {
+			t.Errorf("kube-scheduler never connected to the leader (connections %v): the follower did not shed its connection", c)
+		}
 	}
 	t.Logf("%s: %d pods bound %.1f s after the burst began; %d binds refused as not the leader", front, frontBurst, took.Seconds(), refused)
 	if refused != 0 {

@@ -1,4 +1,4 @@
-package cache_test
+package feed_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/cache/feed"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
@@ -70,11 +71,11 @@ func TestPodFeedSyncedMeansDelivered(t *testing.T) {
 		return true, w, nil
 	})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	nodesSynced, err := cache.AddNodeEventHandlers(c, factory, contract.DefaultNames())
+	nodesSynced, err := feed.AddNodeEventHandlers(c, factory, contract.DefaultNames())
 	if err != nil {
 		t.Fatal(err)
 	}
-	feed := cache.NewPodFeed(c, contract.DefaultNames())
+	feed := feed.NewPodFeed(c, contract.DefaultNames())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	factory.Start(ctx.Done())
 	go feed.Run(ctx, feed.ListWatch(client))
@@ -127,20 +128,20 @@ func TestPodFeed(t *testing.T) {
 		name string
 		// run drives the feed; wantUsed is the node's used units after, wantListed the pending
 		// pods the lister returns (names).
-		run        func(t *testing.T, f *cache.PodFeed)
+		run        func(t *testing.T, f *feed.PodFeed)
 		wantUsed   int64
 		wantListed []string
 	}{
 		{
 			name: "pending pod is listed, charges nothing",
-			run: func(t *testing.T, f *cache.PodFeed) {
+			run: func(t *testing.T, f *feed.PodFeed) {
 				mustNil(t, f.Add(pending.DeepCopy()))
 			},
 			wantListed: []string{"a"},
 		},
 		{
 			name: "bound pod charges its card and leaves the lister",
-			run: func(t *testing.T, f *cache.PodFeed) {
+			run: func(t *testing.T, f *feed.PodFeed) {
 				mustNil(t, f.Add(pending.DeepCopy()))
 				mustNil(t, f.Update(bound.DeepCopy()))
 			},
@@ -148,7 +149,7 @@ func TestPodFeed(t *testing.T) {
 		},
 		{
 			name: "deleted pod is uncharged",
-			run: func(t *testing.T, f *cache.PodFeed) {
+			run: func(t *testing.T, f *feed.PodFeed) {
 				mustNil(t, f.Add(bound.DeepCopy()))
 				mustNil(t, f.Add(other.DeepCopy()))
 				mustNil(t, f.Delete(bound.DeepCopy()))
@@ -157,7 +158,7 @@ func TestPodFeed(t *testing.T) {
 		},
 		{
 			name: "a relist without a pod removes it, bound or pending",
-			run: func(t *testing.T, f *cache.PodFeed) {
+			run: func(t *testing.T, f *feed.PodFeed) {
 				mustNil(t, f.Add(bound.DeepCopy()))
 				mustNil(t, f.Add(other.DeepCopy()))
 				p := st.MakePod().Name("c").GPUMem(1).Obj()
@@ -171,7 +172,7 @@ func TestPodFeed(t *testing.T) {
 		},
 		{
 			name: "a pod recreated under the same name drops the old one's charge",
-			run: func(t *testing.T, f *cache.PodFeed) {
+			run: func(t *testing.T, f *feed.PodFeed) {
 				mustNil(t, f.Add(other.DeepCopy()))
 				mustNil(t, f.Update(recreated.DeepCopy()))
 			},
@@ -181,7 +182,7 @@ func TestPodFeed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cache.New(names, logger)
 			c.SetNode(node)
-			f := cache.NewPodFeed(c, names)
+			f := feed.NewPodFeed(c, names)
 			tt.run(t, f)
 			if got := used(c); got != tt.wantUsed {
 				t.Errorf("used units %d, want %d", got, tt.wantUsed)
@@ -228,7 +229,7 @@ func TestPodFeedListsPageByPage(t *testing.T) {
 	}
 	c := &slowCache{Cache: cache.New(contract.DefaultNames(), logger)}
 	c.SetNode(st.MakeNode("gpu").GPUs(2, 1000).Obj())
-	feed := cache.NewPodFeed(c, contract.DefaultNames())
+	feed := feed.NewPodFeed(c, contract.DefaultNames())
 	stale := st.MakePod().Name("stale").GPUMem(3).Node("gpu").Placement(`{"0":{"0":3}}`).Obj()
 	mustNil(t, feed.Add(stale))
 	base := c.pods.Load()

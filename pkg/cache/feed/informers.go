@@ -1,10 +1,11 @@
-package cache
+package feed
 
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
@@ -13,7 +14,7 @@ import (
 // the informer's first list (the handler's registration, not the informer's store: its
 // handler may still be handing nodes to c when the store is full). Pods come through a
 // PodFeed. Call it before factory.Start.
-func AddNodeEventHandlers(c Cache, factory informers.SharedInformerFactory, names contract.Names) (toolscache.InformerSynced, error) {
+func AddNodeEventHandlers(c cache.Cache, factory informers.SharedInformerFactory, names contract.Names) (toolscache.InformerSynced, error) {
 	nodes := factory.Core().V1().Nodes().Informer()
 	if err := nodes.SetTransform(Trimmer(names)); err != nil {
 		return nil, err
@@ -33,7 +34,7 @@ func AddNodeEventHandlers(c Cache, factory informers.SharedInformerFactory, name
 	return reg.HasSynced, nil
 }
 
-func setNode(c Cache, obj any) {
+func setNode(c cache.Cache, obj any) {
 	if n, ok := obj.(*v1.Node); ok {
 		c.SetNode(n)
 	}

@@ -1,4 +1,4 @@
-package cache
+package feed
 
 import (
 	v1 "k8s.io/api/core/v1"

@@ -1,4 +1,4 @@
-package cache_test
+package feed_test
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/cache/feed"
 )
 
-// TestEachNodePage: nodes are listed cache.PodPageSize a page, each page handed over before the
+// TestEachNodePage: nodes are listed feed.PodPageSize a page, each page handed over before the
 // next is asked for, with the selectors given; a failed page is the caller's error.
 func TestEachNodePage(t *testing.T) {
 	const n = 1100
@@ -61,7 +61,7 @@ func TestEachNodePage(t *testing.T) {
 			})
 			var seen []int
 			next := 0
-			rv, err := cache.EachNodePage(context.Background(), client.CoreV1().Nodes(), metav1.ListOptions{LabelSelector: "gpu=true"}, func(nodes []v1.Node) error {
+			rv, err := feed.EachNodePage(context.Background(), client.CoreV1().Nodes(), metav1.ListOptions{LabelSelector: "gpu=true"}, func(nodes []v1.Node) error {
 				seen = append(seen, len(nodes))
 				for _, node := range nodes {
 					if want := fmt.Sprintf("n%04d", next); node.Name != want {
@@ -79,8 +79,8 @@ func TestEachNodePage(t *testing.T) {
 				t.Errorf("pages handed over (-want,+got):\n%s", diff)
 			}
 			for _, opts := range asked {
-				if opts.Limit != cache.PodPageSize || opts.LabelSelector != "gpu=true" {
-					t.Errorf("list asked with %+v, want limit %d and the label selector", opts, cache.PodPageSize)
+				if opts.Limit != feed.PodPageSize || opts.LabelSelector != "gpu=true" {
+					t.Errorf("list asked with %+v, want limit %d and the label selector", opts, feed.PodPageSize)
 				}
 			}
 			if !tt.wantErr && rv != "10" {

@@ -1,4 +1,4 @@
-package cache
+package feed
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
@@ -26,7 +27,7 @@ import (
 // goroutine, in event order. List, ListKeys, Get and GetByKey answer for the pending pods
 // only. Safe for concurrent use.
 type PodFeed struct {
-	cache Cache
+	cache cache.Cache
 	keep  map[string]bool // annotations a bound pod keeps (Trimmer's)
 
 	mu      sync.RWMutex
@@ -44,7 +45,7 @@ var (
 )
 
 // NewPodFeed returns a feed for c; names says which annotations bound pods keep.
-func NewPodFeed(c Cache, names contract.Names) *PodFeed {
+func NewPodFeed(c cache.Cache, names contract.Names) *PodFeed {
 	return &PodFeed{cache: c, keep: keptAnnotations(names), pending: map[string]map[string]*v1.Pod{},
 		bound: map[string]types.UID{}}
 }

@@ -1,4 +1,4 @@
-package cache
+package contract
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-func TestPodResources(t *testing.T) {
+func TestPodCPUMemory(t *testing.T) {
 	res := func(cpu, mem string) v1.ResourceRequirements {
 		return v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}}
 	}
@@ -24,9 +24,9 @@ func TestPodResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := PodResources(&v1.Pod{Spec: tt.spec})
-			if diff := cmp.Diff(tt.want, [2]int64{r.MilliCPU, r.Memory}); diff != "" {
-				t.Errorf("PodResources (-want,+got):\n%s", diff)
+			cpu, mem := PodCPUMemory(&v1.Pod{Spec: tt.spec})
+			if diff := cmp.Diff(tt.want, [2]int64{cpu, mem}); diff != "" {
+				t.Errorf("PodCPUMemory (-want,+got):\n%s", diff)
 			}
 		})
 	}

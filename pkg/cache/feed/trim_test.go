@@ -1,4 +1,4 @@
-package cache_test
+package feed_test
 
 import (
 	"reflect"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpushare/gpushare/pkg/cache"
+	"github.com/gpushare/gpushare/pkg/cache/feed"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 )
@@ -28,7 +28,7 @@ func TestTrimObjectKeepsWhatPlacementReads(t *testing.T) {
 	full.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c0", Ready: true}}
 
 	full.Spec.NodeName = "" // pending: Bind still reads its selectors and tolerations
-	trim := cache.Trimmer(contract.DefaultNames())
+	trim := feed.Trimmer(contract.DefaultNames())
 	trimmed, err := trim(full.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestTrimmerBoundPod(t *testing.T) {
 	full.Status.Phase = v1.PodRunning
 	full.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue}}
 
-	trimmed, err := cache.Trimmer(names)(full.DeepCopy())
+	trimmed, err := feed.Trimmer(names)(full.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,9 @@ func sameCharge(t *testing.T, full, trimmed *v1.Pod, names *contract.Names) (wan
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("request (-full,+trimmed):\n%s", diff)
 	}
-	if diff := cmp.Diff(cache.PodResources(full), cache.PodResources(trimmed)); diff != "" {
+	fullCPU, fullMem := contract.PodCPUMemory(full)
+	trimmedCPU, trimmedMem := contract.PodCPUMemory(trimmed)
+	if diff := cmp.Diff([2]int64{fullCPU, fullMem}, [2]int64{trimmedCPU, trimmedMem}); diff != "" {
 		t.Errorf("CPU and memory (-full,+trimmed):\n%s", diff)
 	}
 	return want, got
