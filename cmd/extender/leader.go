@@ -73,3 +73,22 @@ func forwarding(cfg *config, ecfg *scheduler.ElectionConfig, logger klog.Logger)
 	logger.Info("Followers forward the verbs to the leader", "advertise", addr)
 	return &scheduler.ForwardConfig{Transport: transport, Self: ecfg.Identity}, nil
 }
+
+// elect starts the leader election and, unless forwarding is off, sets hcfg to forward a
+// follower's verbs to the leader.
+func elect(ctx context.Context, cfg *config, rc *rest.Config, hcfg *scheduler.HandlerConfig, logger klog.Logger) (*scheduler.Elector, func(), error) {
+	ecfg := cfg.election
+	forward, err := forwarding(cfg, &ecfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	elector, stop, err := startElection(ctx, rc, ecfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if forward != nil {
+		forward.Leader = elector.LeaderAddress
+		hcfg.Forward = forward
+	}
+	return elector, stop, nil
+}

@@ -64,15 +64,9 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		gc.Start()
 		defer gc.Stop()
 	}
-	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
+	rc, client, err := apiClient(cfg)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	rc.QPS, rc.Burst, rc.UserAgent = float32(cfg.qps), cfg.burst, "gpushare-extender/"+version.Version
-	rc.ContentType, rc.AcceptContentTypes = protobuf, protobuf+",application/json" // cheaper than JSON on both ends
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("client: %w", err)
+		return err
 	}
 	policy, _ := policies.New(cfg.policy) // validated
 	c := cache.New(cfg.names, logger.WithName("cache"))
@@ -82,7 +76,6 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		return fmt.Errorf("informers: %w", err)
 	}
 	pods := feed.NewPodFeed(c, cfg.names)
-	synced := []toolscache.InformerSynced{nodesSynced, pods.HasSynced}
 	ln, err := listen(cfg, logger)
 	if err != nil {
 		return err
@@ -91,73 +84,92 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	defer func() { stopInformers(); factory.Shutdown() }()
 	factory.Start(informerCtx.Done())
 	go pods.Run(informerCtx, pods.ListWatch(client))
-	// Ready once the first lists are in the cache, their garbage is back to the OS and a
-	// learning policy has learned from the running pods: answers before that would place
-	// without them.
-	var warm atomic.Bool
-	ready := warm.Load
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
 		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses), scheduler.WithPreemption(cfg.preemption)}
 	if cfg.bindEvents {
-		// Events go through a client of their own: sharing the binds' rate limiter, one event
-		// per bind halved the binds the extender could make per second. The extender drops
-		// the events over --event-qps before they reach the broadcaster (WithEventRate), so
-		// this client's own limit is only a backstop.
-		erc := rest.CopyConfig(rc)
-		erc.QPS, erc.Burst = float32(2*cfg.eventQPS), max(2, int(4*cfg.eventQPS))
-		eventClient, err := kubernetes.NewForConfig(erc)
-		if err != nil {
-			return fmt.Errorf("events client: %w", err)
-		}
-		broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
-		broadcaster.StartRecordingToSink(informerCtx.Done())
-		defer broadcaster.Shutdown()
-		opts = append(opts, scheduler.WithEventRecorder(broadcaster.NewRecorder("gpushare-extender")),
-			scheduler.WithEventRate(float32(cfg.eventQPS), max(1, int(2*cfg.eventQPS))))
-	}
-	hcfg := scheduler.HandlerConfig{MaxBody: cfg.maxBody, RequireClientCert: cfg.tls.ClientCAFile != ""}
-	if cfg.leaderElect {
-		ecfg := cfg.election
-		forward, err := forwarding(cfg, &ecfg, logger)
+		eventOpts, stopEvents, err := eventOptions(ctx, informerCtx, cfg, rc)
 		if err != nil {
 			return err
 		}
-		elector, stopElection, err := startElection(ctx, rc, ecfg)
+		defer stopEvents()
+		opts = append(opts, eventOpts...)
+	}
+	hcfg := scheduler.HandlerConfig{MaxBody: cfg.maxBody, RequireClientCert: cfg.tls.ClientCAFile != ""}
+	if cfg.leaderElect {
+		elector, stopElection, err := elect(ctx, cfg, rc, &hcfg, logger)
 		if err != nil {
 			return err
 		}
 		defer stopElection() // after the settling below: the lease goes last
 		opts = append(opts, scheduler.WithLeadership(elector))
-		if forward != nil {
-			forward.Leader = elector.LeaderAddress
-			hcfg.Forward = forward
-		}
 	}
 	ext := scheduler.NewExtender(c, client, policy, cfg.names, opts...)
-	go func() { // a learning policy starts from the pods already running
-		if toolscache.WaitForCacheSync(informerCtx.Done(), synced...) {
-			debug.FreeOSMemory() // the first lists' decoded objects, garbage now, back to the OS
-			ext.Relearn()
-			ext.SyncPolicy()
-			if err := ext.RebuildHolds(); err != nil {
-				logger.Error(err, "Preemption holds not rebuilt")
-			}
-			warm.Store(true)
-			ext.RunPolicySync(informerCtx, policySyncPeriod)
-		}
-	}()
+	var warm atomic.Bool
+	go warmUp(informerCtx, ext, &warm, logger, nodesSynced, pods.HasSynced)
 	if cfg.profilingAddress != "" {
-		go func() {
-			if err := scheduler.ServeProfiling(ctx, cfg.profilingAddress); err != nil {
-				logger.Error(err, "Profiling server stopped")
-			}
-		}()
+		go serveProfiling(ctx, cfg.profilingAddress, logger)
 	}
-	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, ready, hcfg, logger))
+	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, warm.Load, hcfg, logger))
 	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleOnExit)
 	defer cancel()
 	ext.WaitSettled(settleCtx) // binds of unknown outcome still being settled
 	return err
+}
+
+// apiClient builds the extender's client of the API server from cfg's kubeconfig and limits.
+func apiClient(cfg *config) (*rest.Config, kubernetes.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags(cfg.master, cfg.kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst, rc.UserAgent = float32(cfg.qps), cfg.burst, "gpushare-extender/"+version.Version
+	rc.ContentType, rc.AcceptContentTypes = protobuf, protobuf+",application/json" // cheaper than JSON on both ends
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: %w", err)
+	}
+	return rc, client, nil
+}
+
+// eventOptions records the extender's events. They go through a client of their own: sharing
+// the binds' rate limiter, one event per bind halved the binds the extender could make per
+// second. The extender drops the events over --event-qps before they reach the broadcaster
+// (WithEventRate), so this client's own limit is only a backstop. stop shuts the broadcaster.
+func eventOptions(ctx, informerCtx context.Context, cfg *config, rc *rest.Config) (opts []scheduler.Option, stop func(), err error) {
+	erc := rest.CopyConfig(rc)
+	erc.QPS, erc.Burst = float32(2*cfg.eventQPS), max(2, int(4*cfg.eventQPS))
+	eventClient, err := kubernetes.NewForConfig(erc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("events client: %w", err)
+	}
+	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, eventClient)
+	broadcaster.StartRecordingToSink(informerCtx.Done())
+	return []scheduler.Option{scheduler.WithEventRecorder(broadcaster.NewRecorder("gpushare-extender")),
+		scheduler.WithEventRate(float32(cfg.eventQPS), max(1, int(2*cfg.eventQPS)))}, broadcaster.Shutdown, nil
+}
+
+// serveProfiling serves pprof on addr (--profiling-address) until ctx ends.
+func serveProfiling(ctx context.Context, addr string, logger klog.Logger) {
+	if err := scheduler.ServeProfiling(ctx, addr); err != nil {
+		logger.Error(err, "Profiling server stopped")
+	}
+}
+
+// warmUp makes the extender ready once the first lists are in the cache, their garbage is back
+// to the OS and a learning policy has learned from the running pods (answers before that would
+// place without them), then keeps the policy's per-node state current until ctx ends.
+func warmUp(ctx context.Context, ext *scheduler.Extender, warm *atomic.Bool, logger klog.Logger, synced ...toolscache.InformerSynced) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	debug.FreeOSMemory() // the first lists' decoded objects, garbage now, back to the OS
+	ext.Relearn()
+	ext.SyncPolicy()
+	if err := ext.RebuildHolds(); err != nil {
+		logger.Error(err, "Preemption holds not rebuilt")
+	}
+	warm.Store(true)
+	ext.RunPolicySync(ctx, policySyncPeriod)
 }
 
 // listen opens the extender's port: HTTPS with cfg's files, or plain HTTP when asked for.
