@@ -17,7 +17,10 @@ GOLANGCI_LINT  := $(TOOLS_BIN)/golangci-lint
 LOGCHECK       := $(TOOLS_BIN)/logcheck
 # Lists the Go files of the checkout, committed or new (not ignored), without deleted ones.
 GO_FILES       := git ls-files --cached --others --exclude-standard -- '*.go' | while read -r f; do [ ! -e "$$f" ] || echo "$$f"; done
-# Targets that `make test` runs after the unit tests; mk/*.mk files append to it.
+# Suites that `make test` runs after the unit tests: the fast ones (TEST_FAST) with verify and
+# the unit tests, the slow ones (TEST_EXTRA: the e2e suite) only once those passed; mk/*.mk
+# files append to them.
+TEST_FAST  :=
 TEST_EXTRA :=
 
 .DEFAULT_GOAL := help
@@ -35,7 +38,9 @@ cmd-%: ## Build one binary, e.g. make cmd-extender.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/$* ./cmd/$*
 
 .PHONY: test
-test: verify unit $(TEST_EXTRA) ## The test command: verify, unit tests (race), then every suite in TEST_EXTRA (e2e).
+test: ## The test command: the fast tier (verify, unit tests with -race, TEST_FAST), then TEST_EXTRA (e2e); stops at the first failure.
+	$(MAKE) --no-print-directory verify unit $(TEST_FAST)
+	$(MAKE) --no-print-directory $(TEST_EXTRA)
 
 .PHONY: unit
 unit: ## Unit tests with the race detector and coverage.

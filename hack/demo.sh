@@ -2,8 +2,10 @@
 # make demo: builds what it needs, starts a local cluster (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler with config/scheduler-config.yaml, the gpushare
 # extender, fake GPU nodes kept Ready by kwok and, as root, a real kubelet node "localhost" with
-# containerd, runc and share-plugin on mocked GPUs), applies config/samples/ and prints where the
-# pods landed. The cluster keeps running; `make demo-down` stops it (by PID).
+# containerd, runc and share-plugin on mocked GPUs), installs the RBAC and the admission policies
+# a real install applies (config/extender/rbac.yaml, config/share-plugin/rbac.yaml,
+# config/admission/), shows one bad ask refused at the door, applies config/samples/ and prints
+# where the pods landed. The cluster keeps running; `make demo-down` stops it (by PID).
 # DEMO_REAL_NODE=0 skips the real node.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,10 +23,10 @@ fi
 rm -rf "$DIR"
 mkdir -p "$DIR/bin"
 
-log "1/4 Kubernetes $(. hack/versions.sh; echo "$K8S_VERSION"), etcd and kwok (built once into bin/e2e/; the first build takes 10-20 min)"
+log "1/5 Kubernetes $(. hack/versions.sh; echo "$K8S_VERSION"), etcd and kwok (built once into bin/e2e/; the first build takes 10-20 min)"
 BIN=$("$ROOT/hack/e2e-bins.sh" | tail -1)
 
-log "2/4 gpushare binaries"
+log "2/5 gpushare binaries"
 for c in extender kubectl-inspect-gpushare; do
 	if ls cmd/$c/*.go >/dev/null 2>&1; then
 		go build -o "$DIR/bin/$c" ./cmd/$c
@@ -54,12 +56,48 @@ else
 	log "  not root (or DEMO_REAL_NODE=0): kwok nodes only"
 fi
 
-log "3/4 local cluster"
+log "3/5 local cluster"
 "$DIR/bin/gpushare-local" up --dir "$DIR" --bin "$BIN" --extender "$DIR/bin/extender" "${REAL[@]}"
 . "$DIR/env"
 export KUBECONFIG PATH="$DIR/bin:$PATH"
 
-log "4/4 sample workload (config/samples/)"
+log "4/5 RBAC and admission policies, as a real install applies them"
+kubectl apply -f config/extender/rbac.yaml -f config/share-plugin/rbac.yaml -f config/admission/ >&2
+# A policy binding takes a moment to reach the API server's admission: wait until it refuses.
+bad_ask() {
+	cat <<'POD'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-bad-ask
+spec:
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+    resources:
+      limits:
+        aliyun.com/gpu-mem: 10G   # 10 x 10^9 units, not 10 GiB: no GPU holds that
+POD
+}
+refused=""
+for _ in $(seq 1 40); do
+	if out=$(bad_ask | kubectl create --dry-run=server -f - 2>&1); then
+		sleep 0.5
+		continue
+	fi
+	refused=$out
+	break
+done
+echo "\$ kubectl create -f pod.yaml   # limits: {aliyun.com/gpu-mem: 10G}"
+if [ -n "$refused" ]; then
+	echo "$refused"
+else
+	log "the admission policy did not refuse the bad ask (is ValidatingAdmissionPolicy served?)"
+	exit 1
+fi
+echo
+
+log "5/5 sample workload (config/samples/)"
 # wait until every pod exists and is bound (the StatefulSet's pods come from its controller)
 wait_bound() {
 	local want=$1

@@ -7,7 +7,7 @@ IMAGES_DIR ?= $(BIN)/images
 IMAGE_TOOL_MOD := hack/tools/image
 IMAGE_TOOL     := $(TOOLS_BIN)/image
 
-TEST_EXTRA += test-image-tool
+TEST_FAST += test-image-tool
 
 $(IMAGE_TOOL): $(IMAGE_TOOL_MOD)/go.mod $(wildcard $(IMAGE_TOOL_MOD)/*.go)
 	cd $(IMAGE_TOOL_MOD) && $(GO) build -o $@ .
