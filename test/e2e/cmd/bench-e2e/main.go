@@ -54,6 +54,9 @@ type options struct {
 	// that --front was given (then even one replica is reached through the front).
 	front    string
 	frontSet bool
+	// handover: before the burst the leader is stopped (it releases the Lease), another replica
+	// takes over and the stopped one starts again, as a follower, on its port.
+	handover bool
 }
 
 // The fronts of --front.
@@ -91,6 +94,7 @@ func main() {
 	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces (e.g. --filter-chooses-node=false)")
 	flag.IntVar(&o.replicas, "replicas", o.replicas, "extender replicas of the extender's runs; 2 or more run with leader election (only the leader binds) behind --front")
 	flag.StringVar(&o.front, "front", o.front, "how kube-scheduler reaches the replicas: request (each call to the next ready replica) or connection (each TCP connection, as a Service through kube-proxy); given with --replicas 1, the one replica is reached through it too")
+	flag.BoolVar(&o.handover, "handover", false, "with --replicas 2 or more: before the burst the leader stops (releasing the Lease), another replica takes over and the stopped one restarts as a follower on its port, so the burst runs after a leadership change")
 	flag.Parse()
 	flag.Visit(func(f *flag.Flag) { o.frontSet = o.frontSet || f.Name == "front" })
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -55,6 +56,8 @@ type bench struct {
 	conns func() []int
 	// frontOrder is the replicas in the order the front has them (conns' order).
 	frontOrder []*framework.Extender
+	// args are each replica's flags (exts' order).
+	args [][]string
 
 	mu      sync.Mutex
 	created map[string]time.Time
@@ -131,6 +134,11 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	}
 	if err := b.addNodes(ctx); err != nil {
 		return result{}, err
+	}
+	if b.o.handover && len(b.exts) > 1 {
+		if err := b.handOver(ctx); err != nil {
+			return result{}, err
+		}
 	}
 	b.created, b.bound = map[string]time.Time{}, map[string]time.Duration{}
 	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(namespace))
@@ -225,7 +233,7 @@ func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs [
 		if err != nil {
 			return "", nil, closeFront, fmt.Errorf("%s: %w", replicaName(i), err)
 		}
-		b.exts, b.names = append(b.exts, ext), append(b.names, replicaName(i))
+		b.exts, b.names, b.args = append(b.exts, ext), append(b.names, replicaName(i)), append(b.args, args)
 	}
 	b.ext = b.exts[0]
 	if b.o.replicas > 1 {
@@ -254,6 +262,34 @@ func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs [
 		}
 		return f.Host, profileAddrs, f.Close, nil
 	}
+}
+
+// handOver stops the leading replica (it releases the Lease on SIGTERM), waits until another
+// leads, and starts the stopped one again on its port, where the front still sends to it.
+func (b *bench) handOver(ctx context.Context) error {
+	for i, ext := range b.exts {
+		if lead, err := ext.Leading(ctx); err != nil || !lead {
+			continue
+		}
+		logf("handover: stopping %s, the leader", b.names[i])
+		ext.Proc.Stop(20 * time.Second)
+		start := time.Now()
+		if err := b.waitLeader(ctx); err != nil {
+			return err
+		}
+		logf("handover: a new leader after %.1f s; restarting %s as a follower", time.Since(start).Seconds(), b.names[i])
+		again, err := b.c.StartExtenderAs(ctx, b.names[i], b.mode.extender, ext.Port, b.args[i]...)
+		if err != nil {
+			return fmt.Errorf("restart %s: %w", b.names[i], err)
+		}
+		b.exts[i] = again
+		b.ext = b.exts[0]
+		if j := slices.Index(b.frontOrder, ext); j >= 0 {
+			b.frontOrder[j] = again
+		}
+		return nil
+	}
+	return errors.New("handover: no replica leads")
 }
 
 // waitLeader waits until one replica says it leads, and logs which.
