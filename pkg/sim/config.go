@@ -51,6 +51,9 @@ type Config struct {
 	// Topology is the nodes' card topology: TopologyNone, TopologySynthetic or
 	// TopologySyntheticBlind.
 	Topology string
+	// Preemption gives the pods the priorities of their qos class (QoSPriority) and runs each
+	// policy twice, without and with GPU preemption (Run.Preemption).
+	Preemption bool
 }
 
 // The tie orders of Config.TieOrder.
@@ -97,6 +100,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 		return nil
 	})
 	fs.StringVar(&c.Topology, "topology", c.Topology, "the nodes' card topology: none (openb's), synthetic (SyntheticLinks: NVSwitch boxes, 2-socket PCIe boxes, NVLinked pairs; placement sees it) or synthetic-blind (the same links for the report only: placement without topology)")
+	fs.BoolVar(&c.Preemption, "preemption", c.Preemption, "give pods the priority of their qos class (Guaranteed > LS > Burstable > BE) and run each policy without and with GPU preemption as the extender preempts (placement.PlanPreemption); evicted pods are not resubmitted")
 	fs.StringVar(&c.TieOrder, "tie-order", c.TieOrder, "ties between equally rated nodes: seeded (a seeded random order, the paper's protocol) or extender (the extender's order in production, a hash of pod and node names)")
 }
 
@@ -118,6 +122,9 @@ func (c *Config) Validate(registry policies.Registry) error {
 	case TopologyNone, TopologySynthetic, TopologySyntheticBlind:
 	default:
 		errs = append(errs, fmt.Errorf("%w: --topology must be %s, %s or %s, not %q", ErrBadConfig, TopologyNone, TopologySynthetic, TopologySyntheticBlind, c.Topology))
+	}
+	if c.Preemption && c.Topology != TopologyNone {
+		errs = append(errs, fmt.Errorf("%w: --preemption is for runs without --topology", ErrBadConfig))
 	}
 	if c.PercentageOfNodesToScore < 0 || c.PercentageOfNodesToScore > 100 {
 		errs = append(errs, fmt.Errorf("%w: --percentage-of-nodes-to-score must be 0..100, not %d", ErrBadConfig, c.PercentageOfNodesToScore))

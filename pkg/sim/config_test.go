@@ -29,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "synthetic topology", change: func(c *Config) { c.Topology = TopologySynthetic }},
 		{name: "synthetic topology for the report only", change: func(c *Config) { c.Topology = TopologySyntheticBlind }},
 		{name: "unknown topology", change: func(c *Config) { c.Topology = "dgx" }, wantErr: `--topology must be none, synthetic or synthetic-blind, not "dgx"`},
+		{name: "preemption", change: func(c *Config) { c.Preemption = true }},
+		{name: "preemption with a topology", change: func(c *Config) { c.Preemption, c.Topology = true, TopologySynthetic }, wantErr: "--preemption is for runs without --topology"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,17 +20,26 @@ func Main(cfg *Config, registry policies.Registry, w io.Writer) error {
 	if cfg.Topology != TopologyNone {
 		nodes = WithSyntheticTopology(nodes)
 	}
+	modes := []bool{false} // preempting or not; --preemption runs both, with the qos priorities
+	if cfg.Preemption {
+		modes = []bool{false, true}
+	}
 	var sums []*Summary
 	for _, name := range cfg.Policies {
-		results, err := runSeeds(cfg, registry, name, nodes, pods)
-		if err != nil {
-			return err
+		for _, preempt := range modes {
+			results, err := runSeeds(cfg, registry, name, nodes, pods, preempt)
+			if err != nil {
+				return err
+			}
+			s := Summarise(name, cfg.TraceName(), cfg.Seeds, results)
+			if cfg.Topology != TopologyNone {
+				s.Topology = cfg.Topology
+			}
+			if s.Preemption != nil {
+				s.Preemption.On = preempt
+			}
+			sums = append(sums, s)
 		}
-		s := Summarise(name, cfg.TraceName(), cfg.Seeds, results)
-		if cfg.Topology != TopologyNone {
-			s.Topology = cfg.Topology
-		}
-		sums = append(sums, s)
 	}
 	if err := writeReport(w, cfg, sums); err != nil {
 		return err
@@ -69,8 +78,9 @@ func LoadTrace(nodesFile, podsFile string) ([]Node, []Pod, error) {
 	return nodes, pods, nil
 }
 
-// runSeeds runs one policy once per seed, cfg.Parallel at a time, each with its own policy.
-func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node, pods []Pod) ([]*Result, error) {
+// runSeeds runs one policy once per seed, cfg.Parallel at a time, each with its own policy;
+// with cfg.Preemption, with the qos priorities and preempting or not.
+func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node, pods []Pod, preempt bool) ([]*Result, error) {
 	results := make([]*Result, len(cfg.Seeds))
 	errs := make([]error, len(cfg.Seeds))
 	sem := make(chan struct{}, cfg.Parallel)
@@ -82,7 +92,8 @@ func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node
 		}
 		run := &Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: cfg.Inflate, Seed: uint64(seed), //nolint:gosec // G115: ParseSeeds keeps seeds non-negative
 			ExtenderTieOrder: cfg.TieOrder == TieOrderExtender, SampleNodes: cfg.SampleNodes, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore,
-			LearnAtBind: cfg.LearnAtBind, SyncNodes: cfg.SyncNodes, HideLinks: cfg.Topology == TopologySyntheticBlind}
+			LearnAtBind: cfg.LearnAtBind, SyncNodes: cfg.SyncNodes, HideLinks: cfg.Topology == TopologySyntheticBlind,
+			Priorities: cfg.Preemption, Preemption: preempt}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

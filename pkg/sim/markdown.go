@@ -25,6 +25,9 @@ func WriteMarkdown(w io.Writer, sums []*Summary) error {
 	if anyTopology(sums) {
 		return writeTopologyMarkdown(w, sums)
 	}
+	if anyPreemption(sums) {
+		return writePreemptionMarkdown(w, sums)
+	}
 	if _, err := fmt.Fprintf(w, "#### %s (%d seeds; paper's FGD alloc@100: %.2f%%)\n\n"+
 		"| policy | alloc@100 %% (mean ± sd) | vs paper FGD | alloc@130 %% | unallocated GPUs @100 | pods | s/run |\n"+
 		"|---|---|---|---|---|---|---|\n", sums[0].Trace, len(sums[0].Seeds), paper); err != nil {
@@ -54,6 +57,30 @@ func writeTopologyMarkdown(w io.Writer, sums []*Summary) error {
 		if _, err := fmt.Fprintf(w, "| %s | %.2f ± %.2f | %.2f ± %.2f | %.1f | %.2f ± %.2f | %.2f ± %.2f |\n", s.Policy,
 			s.AllocAt100.Mean, s.AllocAt100.SD, s.AllocAt130.Mean, s.AllocAt130.SD, s.MultiCard,
 			best.Mean, best.SD, free.Mean, free.SD); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// writePreemptionMarkdown prints the summaries of runs with priorities (--preemption) as a
+// Markdown table: each policy without and with preemption, the allocation of all pods and of
+// those above BE, and what preemption evicted.
+func writePreemptionMarkdown(w io.Writer, sums []*Summary) error {
+	if _, err := fmt.Fprintf(w, "#### %s, qos priorities (%d seeds)\n\n"+
+		"| policy | preemption | alloc@100 %% (mean ± sd) | alloc@130 %% | above-BE alloc@100 %% | preemptions | pods preempted | GPUs evicted | s/run |\n"+
+		"|---|---|---|---|---|---|---|---|---|\n", sums[0].Trace, len(sums[0].Seeds)); err != nil {
+		return err
+	}
+	for _, s := range sums {
+		p := s.Preemption
+		if p == nil {
+			p = &PreemptionSummary{HighAllocAt100: Stat{Mean: math.NaN(), SD: math.NaN()}}
+		}
+		if _, err := fmt.Fprintf(w, "| %s | %s | %.2f ± %.2f | %.2f ± %.2f | %.2f ± %.2f | %.1f | %.1f | %.1f | %.2f |\n", s.Policy, onOff(p.On),
+			s.AllocAt100.Mean, s.AllocAt100.SD, s.AllocAt130.Mean, s.AllocAt130.SD, p.HighAllocAt100.Mean, p.HighAllocAt100.SD,
+			p.Preemptions, p.PodsPreempted, p.GPUsEvicted, s.Seconds); err != nil {
 			return err
 		}
 	}

@@ -11,11 +11,14 @@ import (
 // multi-card containers' cards are (multiCardColumns).
 func WriteTable(w io.Writer, sums []*Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	topo := anyTopology(sums)
+	topo, prio := anyTopology(sums), anyPreemption(sums)
 	// The tabwriter buffers every line until Flush, whose error is the underlying writer's.
 	_, _ = fmt.Fprint(tw, "policy\ttrace\tseeds\talloc@100 %\tsd\talloc@130 %\tsd\tunalloc GPUs@100\tpods\ts/run\t")
 	if topo {
 		_, _ = fmt.Fprint(tw, "topology\tmulti-card\ton best set %\tsd\ton best free set %\tsd\t")
+	}
+	if prio {
+		_, _ = fmt.Fprint(tw, "preemption\tabove-BE alloc@100 %\tsd\tpreemptions\tpods preempted\tGPUs evicted\t")
 	}
 	_, _ = fmt.Fprintln(tw)
 	for _, s := range sums {
@@ -24,6 +27,10 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 		if topo {
 			best, free := s.multiCardShares()
 			_, _ = fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t", s.Topology, s.MultiCard, best.Mean, best.SD, free.Mean, free.SD)
+		}
+		if p := s.Preemption; p != nil {
+			_, _ = fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t", onOff(p.On), p.HighAllocAt100.Mean, p.HighAllocAt100.SD,
+				p.Preemptions, p.PodsPreempted, p.GPUsEvicted)
 		}
 		_, _ = fmt.Fprintln(tw)
 	}
@@ -38,6 +45,24 @@ func anyTopology(sums []*Summary) bool {
 		}
 	}
 	return false
+}
+
+// anyPreemption reports whether a summary is of a run with priorities (--preemption).
+func anyPreemption(sums []*Summary) bool {
+	for _, s := range sums {
+		if s.Preemption != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// onOff is "on" or "off".
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // multiCardShares are OnBestSet and OnBestFreeSet, NaN when absent.

@@ -36,6 +36,8 @@ type placer struct {
 	nodes []string
 	// multi, when set, measures the multi-card containers against the nodes' links.
 	multi *multiCard
+	// preempt, when set, frees a card for a pod that fits no node (preemption.go).
+	preempt *preempter
 }
 
 func newPlacer(nodes []Node, c cache.Cache, policy placement.Policy, perm []int) *placer {
@@ -61,6 +63,11 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 	}
 	d := placement.NewDecision(p.policy, &req, res)
 	best, ok := p.choose(d, pod)
+	if !ok && p.preempt != nil {
+		if best, ok, err = p.preempted(d, pod); err != nil {
+			return false, err
+		}
+	}
 	if !ok {
 		p.nodes = append(p.nodes, "")
 		return false, nil
@@ -100,4 +107,19 @@ func (p *placer) choose(d *placement.Decision, pod *v1.Pod) (placement.Choice, b
 		nodes = p.sampled
 	}
 	return d.Choose(nodes, admit, before)
+}
+
+// preempted frees a node for d's pod by preemption and chooses the pod's cards there; ok is
+// false when no preemption frees a node for it. The node, once its victims are gone, must take
+// the pod: an error says the simulator and the planner disagree.
+func (p *placer) preempted(d *placement.Decision, pod *v1.Pod) (placement.Choice, bool, error) {
+	node, ok := p.preempt.free(p.cache, p.cache.Lookup(p.names), d, cache.PodPriority(pod))
+	if !ok {
+		return placement.Choice{}, false, nil
+	}
+	best, ok := d.Choose([]*placement.NodeInfo{node}, nil, func(int, int) bool { return false })
+	if !ok {
+		return placement.Choice{}, false, fmt.Errorf("%w: pod %s does not fit %s after preempting", errNotPlaced, pod.Name, node.Name)
+	}
+	return best, true, nil
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -45,6 +46,12 @@ type Run struct {
 	// not see them, and the result still measures the multi-card containers against them
 	// (TopologySyntheticBlind).
 	HideLinks bool
+	// Priorities gives each pod the priority of its qos class (QoSPriority) and measures the
+	// allocation of the pods above BE apart (Result.HighCurve).
+	Priorities bool
+	// Preemption lets a pod that fits no node preempt pods of lower priority, as the extender
+	// does (preemption.go); it implies Priorities.
+	Preemption bool
 }
 
 // ModelProduction sets every option that makes the run model what users get through
@@ -75,6 +82,13 @@ type Result struct {
 	// of any as many cards of their node, and OnBestFreeSet the best of the cards that could
 	// take the container when it was placed (Execute only).
 	MultiCard, OnBestSet, OnBestFreeSet int
+	// HighCurve is Curve for the pods above BE alone: the allocation (% of GPU capacity) they
+	// hold at each arrived % of all pods (Priorities only).
+	HighCurve []float64
+	// Preemptions counts the pods placed by preempting, Preempted the pods they evicted, and
+	// EvictedMilli the evicted pods' GPU request in milli-GPU (Preemption only).
+	Preemptions, Preempted int
+	EvictedMilli           int64
 }
 
 // AllocAt is the allocation % at arrived % a (NaN when the run did not get there).
@@ -88,6 +102,10 @@ func (r *Run) Execute() (*Result, error) {
 		return nil, err
 	}
 	var p *placer
+	var evicted func() (int64, int64)
+	if r.Preemption {
+		evicted = func() (int64, int64) { return p.preempt.take() }
+	}
 	res, err := r.replay(func(rng *rand.Rand) {
 		if o, ok := r.Policy.(placement.Oracle); ok {
 			o.Foresee(demands(r.Pods))
@@ -105,9 +123,15 @@ func (r *Run) Execute() (*Result, error) {
 		if r.SampleNodes {
 			p.sampler = &sampler{percentage: r.PercentageOfNodesToScore}
 		}
-	}, func(pod *v1.Pod) (bool, error) { return p.submit(pod, &names) })
+		if r.Preemption {
+			p.preempt = &preempter{}
+		}
+	}, func(pod *v1.Pod) (bool, error) { return p.submit(pod, &names) }, evicted)
 	if err != nil {
 		return nil, err
+	}
+	if e := p.preempt; e != nil {
+		res.Preemptions, res.Preempted, res.EvictedMilli = e.preemptions, e.victims, e.evicted
 	}
 	res.Nodes = p.nodes
 	if m := p.multi; m != nil {
@@ -123,38 +147,110 @@ type Submit func(pod *v1.Pod) (placed bool, err error)
 // its order, as Kubernetes objects named alike) through submit, for instance a real
 // kube-scheduler, and measures the outcome as Execute does. r.Policy is not used.
 func (r *Run) ExecuteOn(submit Submit) (*Result, error) {
-	return r.replay(func(*rand.Rand) {}, submit)
+	return r.replay(func(*rand.Rand) {}, submit, nil)
 }
 
 // replay draws the workload from the run's seed, lets prepare draw from the same source, and
-// submits the pods in order.
-func (r *Run) replay(prepare func(*rand.Rand), submit Submit) (*Result, error) {
+// submits the pods in order. evicted, when set, returns the GPU request (milli-GPU) of the pods
+// evicted since its last call, all and high-priority.
+func (r *Run) replay(prepare func(*rand.Rand), submit Submit, evicted func() (all, high int64)) (*Result, error) {
 	start := time.Now()
 	rng := newRand(r.Seed)
 	names := contract.DefaultNames()
 	capacity := capacityMilli(r.Nodes)
 	pods := Workload(r.Pods, int64(r.Inflate*float64(capacity)), rng)
+	prios, err := r.priorities(pods)
+	if err != nil {
+		return nil, err
+	}
 	prepare(rng)
-	curve := newCurveBuilder(capacity)
 	res := &Result{CapacityMilli: capacity}
-	var used, arrived int64
+	t := newTally(capacity, prios != nil)
 	for i := range pods {
-		placed, err := submit(PodObject(&pods[i], i, &names))
+		pod := PodObject(&pods[i], i, &names)
+		if prios != nil {
+			pod.Spec.Priority = &prios[i]
+		}
+		placed, err := submit(pod)
 		if err != nil {
 			return nil, err
 		}
 		res.Submitted++
 		res.Decisions = append(res.Decisions, placed)
-		arrived += pods[i].GPURequest()
 		if placed {
 			res.Placed++
-			used += pods[i].GPURequest()
 		}
-		curve.add(arrived, used)
+		t.add(pods[i].GPURequest(), placed, prios != nil && highPriority(prios[i]))
+		if evicted != nil {
+			t.evict(evicted())
+		}
+		t.record()
 	}
-	res.Curve = curve.build()
+	res.Curve, res.HighCurve = t.build()
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// priorities are the pods' priorities from their qos class; nil without Priorities or
+// Preemption.
+func (r *Run) priorities(pods []Pod) ([]int32, error) {
+	if !r.Priorities && !r.Preemption {
+		return nil, nil
+	}
+	out := make([]int32, len(pods))
+	for i := range pods {
+		p, err := QoSPriority(pods[i].QoS)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: %w", pods[i].Name, err)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// tally accumulates the arrived and allocated GPU (milli-GPU) of a replay into its curves: all
+// pods, and the high-priority ones when asked.
+type tally struct {
+	arrived, used, usedHigh int64
+	curve, high             *curveBuilder
+}
+
+func newTally(capacity int64, high bool) *tally {
+	t := &tally{curve: newCurveBuilder(capacity)}
+	if high {
+		t.high = newCurveBuilder(capacity)
+	}
+	return t
+}
+
+// add counts a submitted pod asking milli, placed or not.
+func (t *tally) add(milli int64, placed, high bool) {
+	t.arrived += milli
+	if placed {
+		t.used += milli
+		if high {
+			t.usedHigh += milli
+		}
+	}
+}
+
+// evict takes back evicted pods' GPU.
+func (t *tally) evict(all, high int64) { t.used, t.usedHigh = t.used-all, t.usedHigh-high }
+
+// record adds the point after a submission to the curves.
+func (t *tally) record() {
+	t.curve.add(t.arrived, t.used)
+	if t.high != nil {
+		t.high.add(t.arrived, t.usedHigh)
+	}
+}
+
+// build returns the curves, high nil when not asked.
+func (t *tally) build() (all, high []float64) {
+	if t.high != nil {
+		high = t.high.build()
+	}
+	return t.curve.build(), high
 }
 
 func capacityMilli(nodes []Node) int64 {

@@ -28,7 +28,23 @@ type Summary struct {
 	MultiCard     float64 `json:"multi_card_containers,omitempty"`
 	OnBestSet     *Stat   `json:"on_best_set_pct,omitempty"`
 	OnBestFreeSet *Stat   `json:"on_best_free_set_pct,omitempty"`
-	curve         []Stat
+	// Preemption is set for runs with the qos column's priorities (--preemption).
+	Preemption *PreemptionSummary `json:"preemption,omitempty"`
+	curve      []Stat
+}
+
+// PreemptionSummary is what runs with priorities measured of preemption: means per run.
+type PreemptionSummary struct {
+	// On: pods preempted (Run.Preemption); otherwise the same runs without preemption.
+	On bool `json:"on"`
+	// HighAllocAt100 is the allocation (% of GPU capacity) held by the pods above BE at
+	// arrived 100 % (Result.HighCurve).
+	HighAllocAt100 Stat `json:"high_priority_alloc_at_100"`
+	// Preemptions, PodsPreempted and GPUsEvicted are Result.Preemptions, Preempted and
+	// EvictedMilli in GPUs.
+	Preemptions   float64 `json:"preemptions"`
+	PodsPreempted float64 `json:"pods_preempted"`
+	GPUsEvicted   float64 `json:"gpus_evicted"`
 }
 
 // Summarise combines the runs of one policy on one trace (one Result per seed). PodsSubmitted
@@ -45,6 +61,7 @@ func Summarise(policy, trace string, seeds []int, results []*Result) *Summary {
 	s.PodsSubmitted = int(math.Round(statOf(results, func(r *Result) float64 { return float64(r.Submitted) }).Mean))
 	s.Seconds = round2(statOf(results, func(r *Result) float64 { return r.Seconds }).Mean)
 	s.summariseMultiCard(results)
+	s.summarisePreemption(results)
 	for a := 0; ; a++ {
 		st := statOf(results, func(r *Result) float64 { return r.AllocAt(a) })
 		if math.IsNaN(st.Mean) {
@@ -72,6 +89,20 @@ func (s *Summary) summariseMultiCard(results []*Result) {
 	}
 	s.OnBestSet = share(func(r *Result) int { return r.OnBestSet })
 	s.OnBestFreeSet = share(func(r *Result) int { return r.OnBestFreeSet })
+}
+
+// summarisePreemption fills Preemption when the runs had priorities; On is the caller's.
+func (s *Summary) summarisePreemption(results []*Result) {
+	if results[0].HighCurve == nil {
+		return
+	}
+	mean := func(f func(*Result) float64) float64 { return statOf(results, f).Mean }
+	s.Preemption = &PreemptionSummary{
+		HighAllocAt100: statOf(results, func(r *Result) float64 { return curveAt(r.HighCurve, 100) }),
+		Preemptions:    mean(func(r *Result) float64 { return float64(r.Preemptions) }),
+		PodsPreempted:  mean(func(r *Result) float64 { return float64(r.Preempted) }),
+		GPUsEvicted:    mean(func(r *Result) float64 { return float64(r.EvictedMilli) / MilliPerGPU }),
+	}
 }
 
 // Curve is the mean and sd of the allocation % at each arrived % (index).

@@ -42,6 +42,9 @@ type Pod struct {
 	NumGPU, GPUMilli int64
 	// Models are the accepted card models (gpu_spec); empty means any.
 	Models []string
+	// QoS is the pod's qos class (Guaranteed, LS, Burstable or BE), empty when the trace has no
+	// qos column; QoSPriority maps it to a priority with --preemption.
+	QoS string
 }
 
 // GPURequest is the pod's total GPU ask in milli-GPU.
@@ -64,11 +67,11 @@ func ReadNodes(r io.Reader) ([]Node, error) {
 }
 
 // ReadPods parses a pod CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli and, when
-// present, gpu_spec).
+// present, gpu_spec and qos).
 func ReadPods(r io.Reader) ([]Pod, error) {
 	var out []Pod
 	err := readCSV(r, []string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}, func(f map[string]string) error {
-		p := Pod{Name: f["name"], Models: gpumem.ParseModels(f["gpu_spec"])}
+		p := Pod{Name: f["name"], Models: gpumem.ParseModels(f["gpu_spec"]), QoS: f["qos"]}
 		if err := parseInts(f, map[string]*int64{"cpu_milli": &p.MilliCPU, "memory_mib": &p.MemoryMiB,
 			"num_gpu": &p.NumGPU, "gpu_milli": &p.GPUMilli}); err != nil {
 			return err

@@ -17,9 +17,9 @@ func TestReadPods(t *testing.T) {
 	}{
 		{"classes", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\n" +
 			"p0,12000,16384,1,1000,,LS\np1,6000,12288,1,460,T4|P100,LS\np2,1000,512,0,0,,BE\n",
-			[]Pod{{Name: "p0", MilliCPU: 12000, MemoryMiB: 16384, NumGPU: 1, GPUMilli: 1000},
-				{Name: "p1", MilliCPU: 6000, MemoryMiB: 12288, NumGPU: 1, GPUMilli: 460, Models: []string{"T4", "P100"}},
-				{Name: "p2", MilliCPU: 1000, MemoryMiB: 512}}, nil},
+			[]Pod{{Name: "p0", MilliCPU: 12000, MemoryMiB: 16384, NumGPU: 1, GPUMilli: 1000, QoS: "LS"},
+				{Name: "p1", MilliCPU: 6000, MemoryMiB: 12288, NumGPU: 1, GPUMilli: 460, Models: []string{"T4", "P100"}, QoS: "LS"},
+				{Name: "p2", MilliCPU: 1000, MemoryMiB: 512, QoS: "BE"}}, nil},
 		{"fractional multi-GPU refused", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\np,1,1,2,500,\n", nil, ErrBadTrace},
 		{"missing column", "name,cpu_milli\np,1\n", nil, ErrBadTrace},
 	}
