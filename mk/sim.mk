@@ -32,3 +32,13 @@ sim-topology: cmd-gpushare-sim ## Multi-card containers on synthetic card topolo
 	  $(BIN)/gpushare-sim --nodes $(TRACES)/openb_node_list_gpu_node.csv --pods $(TRACES)/openb_pod_list_$$t.csv \
 	    --seeds $(SIM_SEEDS) --policy $(SIM_TOPO_POLICIES) --parallel $(SIM_PARALLEL) --topology $$topo --markdown || exit 1; \
 	done; done
+
+SIM_PREEMPT_TRACES   ?= default gpushare40
+SIM_PREEMPT_POLICIES ?= fgd-online,binpack
+
+.PHONY: sim-preemption
+sim-preemption: cmd-gpushare-sim ## Each policy without and with GPU preemption, priorities from the trace's qos (docs/placement.md, "Preemption").
+	@for t in $(SIM_PREEMPT_TRACES); do \
+	  $(BIN)/gpushare-sim --nodes $(TRACES)/openb_node_list_gpu_node.csv --pods $(TRACES)/openb_pod_list_$$t.csv \
+	    --seeds $(SIM_SEEDS) --policy $(SIM_PREEMPT_POLICIES) --parallel $(SIM_PARALLEL) --preemption --markdown || exit 1; \
+	done
