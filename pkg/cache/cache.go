@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -309,18 +308,6 @@ func (c *cacheImpl) Visit(names []string, visit func(i int, node *placement.Node
 		c.mu.RUnlock()
 		for i, node := range batch[:len(part)] {
 			visit(lo+i, node)
-		}
-	}
-}
-
-func (c *cacheImpl) InternNodeNames(names []string) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for i, name := range names {
-		if n := c.snaps[name]; n != nil {
-			names[i] = n.Name
-		} else {
-			names[i] = strings.Clone(name)
 		}
 	}
 }

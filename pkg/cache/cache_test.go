@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -388,26 +387,4 @@ func TestNodeIDs(t *testing.T) {
 	}
 	c.SetNode(st.MakeNode("b").GPUs(16).Obj()) // back, with its pod still recorded
 	checkDistinct(4)
-}
-
-// TestInternNodeNames: a known node's name becomes the cache's own string, an unknown one a
-// copy; none shares memory with the input afterwards.
-func TestInternNodeNames(t *testing.T) {
-	logger, _ := ktesting.NewTestContext(t)
-	c := cache.New(contract.DefaultNames(), logger)
-	c.SetNode(st.MakeNode("n1").GPUs(16).Obj())
-	body := []byte(`n1ghost`)
-	view := unsafe.String(unsafe.SliceData(body), len(body)) //nolint:gosec // G103: a view of body, as the extender's decoder makes
-	names := []string{view[:2], view[2:]}
-	c.InternNodeNames(names)
-	for i := range body {
-		body[i] = 'X'
-	}
-	if diff := cmp.Diff([]string{"n1", "ghost"}, names); diff != "" {
-		t.Fatalf("InternNodeNames (-want,+got):\n%s", diff)
-	}
-	node, _ := c.Node("n1")
-	if unsafe.StringData(names[0]) != unsafe.StringData(node.Name) { //nolint:gosec // G103: compares where two strings live
-		t.Errorf("a known name is not the cache's own string")
-	}
 }

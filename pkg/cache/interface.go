@@ -63,11 +63,6 @@ type Cache interface {
 	// so a pass over thousands of nodes neither holds the lock for long nor keeps a list of
 	// them.
 	Visit(names []string, visit func(i int, node *placement.NodeInfo))
-	// InternNodeNames replaces each of names by the cache's own copy of that node's name, or by
-	// a copy of its own for a name the cache does not know, under one lock: afterwards no
-	// element shares memory with what names held before. A request's thousands of candidate
-	// names then cost no new strings.
-	InternNodeNames(names []string)
 	// Nodes returns every node's snapshot, sorted by name.
 	Nodes() []*placement.NodeInfo
 }

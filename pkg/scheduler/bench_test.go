@@ -293,6 +293,33 @@ func BenchmarkHTTPFilterPrioritizeLatency(b *testing.B) {
 	}
 }
 
+// BenchmarkHTTPFilterUnfit is a default cycle (--filter-chooses-node) through the HTTP handler
+// for a pod that fits none of the candidates (more memory than any card has): the answer then
+// names every candidate with its reason, the largest answer filter writes. Preemption is off,
+// so that only the filter pass and the wire are measured.
+func BenchmarkHTTPFilterUnfit(b *testing.B) {
+	const nodes = 5000
+	bc := newBenchCluster(b, nodes, policies.Default)
+	bc.ext.filterChooses, bc.ext.preemption = true, false
+	h := NewHandler(bc.ext, func() bool { return true }, HandlerConfig{MaxBody: 64 << 20}, klog.Background())
+	post := poster(b, h)
+	pod := st.MakePod().Name("unfit").GPUMem(100).Obj()
+	for _, candidates := range []int{500, nodes} {
+		b.Run(fmt.Sprintf("nodes=%d/candidates=%d", nodes, candidates), func(b *testing.B) {
+			names := bc.nodes[:candidates]
+			body, err := json.Marshal(&extenderv1.ExtenderArgs{Pod: pod, NodeNames: &names})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				post("/filter", body)
+			}
+		})
+	}
+}
+
 // poster POSTs a body to one of h's routes and returns the answer, failing b unless it is 200.
 func poster(b *testing.B, h http.Handler) func(path string, body []byte) []byte {
 	return func(path string, body []byte) []byte {

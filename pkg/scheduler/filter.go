@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/scheduler/wire"
 )
 
 // Filter keeps the nodes on which every gpu-mem container of the pod has a card; with
@@ -19,35 +20,36 @@ import (
 // (nodeCacheCapable) and in Nodes otherwise, and never returns a node it was not given.
 func (e *Extender) Filter(ctx context.Context, args *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	var res *extenderv1.ExtenderFilterResult
-	e.filter(ctx, args, func(a *filterAnswer) { res = a.result() })
+	e.filter(ctx, args, func(a *wire.FilterAnswer) { res = a.Result() })
 	return res
 }
 
-// appendFilter appends Filter's answer as JSON to b, written from the pass's verdicts.
+// appendFilter appends Filter's answer as JSON to b, written from the pass's verdicts
+// (wire.FilterAnswer).
 func (e *Extender) appendFilter(ctx context.Context, b []byte, args *extenderv1.ExtenderArgs) ([]byte, error) {
 	var err error
-	e.filter(ctx, args, func(a *filterAnswer) { b, err = a.appendJSON(b) })
+	e.filter(ctx, args, func(a *wire.FilterAnswer) { b, err = a.AppendJSON(b) })
 	return b, err
 }
 
 // filter runs Filter's pass and hands its answer to use before the pass's buffers go back to
 // their pool.
-func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, use func(*filterAnswer)) {
+func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, use func(*wire.FilterAnswer)) {
 	logger := klog.FromContext(ctx)
 	names := argNodeNames(args)
 	if args.Pod == nil {
-		use(&filterAnswer{args: args, names: names, err: "filter: request has no pod"})
+		use(&wire.FilterAnswer{Args: args, Names: names, Err: "filter: request has no pod"})
 		return
 	}
 	e.maintainHolds(logger)
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
-	answer := &filterAnswer{args: args, names: names, passed: buf.fits, failures: buf.failures}
+	answer := &wire.FilterAnswer{Args: args, Names: names, Passed: buf.fits, Failures: buf.failures}
 	req, err := contract.ParseRequest(args.Pod, &e.names)
 	if err != nil {
 		invalid := &placement.FitError{Reason: err.Error(), Summary: err.Error(), Unresolvable: true}
-		for i := range answer.failures {
-			answer.failures[i] = invalid
+		for i := range buf.failures {
+			buf.failures[i] = invalid
 		}
 		e.metrics.unfit.WithLabelValues(UnfitInvalidRequest).Add(float64(len(names)))
 		use(answer)
@@ -97,7 +99,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		}
 	}
 	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", passed)
-	unresolvable, full := answer.failed()
+	unresolvable, full := countFailures(failures)
 	if unresolvable > 0 {
 		e.metrics.unfit.WithLabelValues(UnfitUnresolvable).Add(float64(unresolvable))
 	}
@@ -109,6 +111,20 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		e.preemptInBackground(ctx, args.Pod, &req, names, failures)
 	}
 	use(answer)
+}
+
+// countFailures counts the failures, unresolvable or not.
+func countFailures(failures []*placement.FitError) (unresolvable, full int) {
+	for _, fe := range failures {
+		switch {
+		case fe == nil:
+		case fe.Unresolvable:
+			unresolvable++
+		default:
+			full++
+		}
+	}
+	return unresolvable, full
 }
 
 // unknownNode is the reason of a candidate the extender does not know.

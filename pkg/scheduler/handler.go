@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/gpushare/gpushare/pkg/scheduler/wire"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -47,11 +47,8 @@ type Handler struct {
 	inflight atomic.Int64
 	// metricsHandler serves the extender's metrics and its cache's state.
 	metricsHandler http.Handler
-	// bytes holds request bodies while they are decoded and answers while they are written;
-	// names and scores hold a call's candidate names and prioritize's scores.
-	bytes  slicePool[byte]
-	names  slicePool[string]
-	scores slicePool[extenderv1.HostPriority]
+	// buffers holds request bodies while they are decoded and answers while they are written.
+	buffers wire.BufferPool
 }
 
 // HandlerConfig bounds and guards the extender's HTTP routes.
@@ -162,20 +159,35 @@ func (h *Handler) whenSynced(handle httprouter.Handle) httprouter.Handle {
 	}
 }
 
-// decode reads a JSON body into v, answering 400 itself when it cannot (413 when it is over
-// MaxBody). A v with a decoder of its own for the form kube-scheduler sends (fastDecoder) tries
-// it first; whatever that declines goes through encoding/json, which also words the errors.
+// decode reads a JSON body into v (wire.Decode), answering 400 itself when it cannot (413
+// when it is over MaxBody).
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := readBody(w, r, h.cfg.MaxBody, h.bytes.get())
+	body, err := readBody(w, r, h.cfg.MaxBody, h.buffers.Get())
 	if err == nil {
-		err = decodeBody(body, v) // decoded values copy what they keep of the body
+		err = wire.Decode(body, v) // decoded values copy what they keep of the body
 	}
-	h.bytes.put(body)
+	h.buffers.Put(body)
 	if err != nil {
 		h.bodyError(w, r, err)
 		return false
 	}
 	return true
+}
+
+// decodeArgs reads a filter or prioritize body (wire.DecodeArgs), answering 400 itself when
+// it cannot (413 when it is over MaxBody, 400 beyond MaxNodeNames candidates).
+func (h *Handler) decodeArgs(w http.ResponseWriter, r *http.Request) (*extenderv1.ExtenderArgs, bool) {
+	body, err := readBody(w, r, h.cfg.MaxBody, h.buffers.Get())
+	var args *extenderv1.ExtenderArgs
+	if err == nil {
+		args, err = wire.DecodeArgs(body)
+	}
+	h.buffers.Put(body)
+	if err != nil {
+		h.bodyError(w, r, err)
+		return nil, false
+	}
+	return args, h.fewEnoughNodes(w, r, args)
 }
 
 // bodyError answers a request whose body could not be read or decoded: 413 over MaxBody, 503
@@ -198,13 +210,6 @@ func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, status, fmt.Errorf("%s: %w", what, err))
 }
 
-// fastDecoder is a request type that decodes the usual form of its JSON faster than
-// encoding/json. decodeFast returns false, leaving the value zero, for any body it does not
-// decode exactly as encoding/json would.
-type fastDecoder interface {
-	decodeFast(body []byte) bool
-}
-
 // preallocBody is the largest announced body readBody allocates before reading it: an
 // announcement costs the client nothing, so larger bodies grow their buffer as they arrive.
 const preallocBody = 1 << 20
@@ -220,42 +225,23 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, into []byte) 
 	return buf.Bytes(), err
 }
 
-// decodeBody decodes body into v, through v's own decoder first when it has one (fastDecoder).
-func decodeBody(body []byte, v any) error {
-	if fd, ok := v.(fastDecoder); ok && fd.decodeFast(body) {
-		return nil
-	}
-	return decodeJSON(body, v)
-}
-
-// decodeJSON decodes body, one JSON value with nothing but white space after it, into v.
-func decodeJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) { // dec.More is false before ']' and '}'
-		return errors.New("unexpected data after the JSON value")
-	}
-	return nil
-}
+// decodeJSON is wire.Decode, for forward.go.
+func decodeJSON(body []byte, v any) error { return wire.Decode(body, v) }
 
 func (h *Handler) ctx(r *http.Request) context.Context {
 	return klog.NewContext(r.Context(), h.logger)
 }
 
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	args := extenderArgs{nameBuf: h.names.get(), intern: h.ext.cache.InternNodeNames}
-	defer func() { h.names.put(args.names()) }()
-	if h.decode(w, r, &args) && h.fewEnoughNodes(w, r, &args) {
-		body, err := h.ext.appendFilter(h.ctx(r), h.bytes.get(), args.args())
+	if args, ok := h.decodeArgs(w, r); ok {
+		body, err := h.ext.appendFilter(h.ctx(r), h.buffers.Get(), args)
 		writeBodyStatus(w, http.StatusOK, body, err)
-		h.bytes.put(body)
+		h.buffers.Put(body)
 	}
 }
 
 // fewEnoughNodes answers 400 itself when args name more than MaxNodeNames candidates.
-func (h *Handler) fewEnoughNodes(w http.ResponseWriter, r *http.Request, args *extenderArgs) bool {
+func (h *Handler) fewEnoughNodes(w http.ResponseWriter, r *http.Request, args *extenderv1.ExtenderArgs) bool {
 	n := 0
 	if args.NodeNames != nil {
 		n = len(*args.NodeNames)
@@ -276,20 +262,16 @@ func (h *Handler) atMostMaxNodes(w http.ResponseWriter, r *http.Request, n int) 
 }
 
 func (h *Handler) prioritize(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	args := extenderArgs{nameBuf: h.names.get(), intern: h.ext.cache.InternNodeNames}
-	defer func() { h.names.put(args.names()) }()
-	if !h.decode(w, r, &args) || !h.fewEnoughNodes(w, r, &args) {
+	args, ok := h.decodeArgs(w, r)
+	if !ok {
 		return
 	}
-	list, err := h.ext.prioritize(h.ctx(r), args.args(), h.scores.get())
-	defer h.scores.put(list)
+	list, err := h.ext.Prioritize(h.ctx(r), args)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	body := appendPriorities(h.bytes.get(), list)
-	writeBodyStatus(w, http.StatusOK, body, nil)
-	h.bytes.put(body)
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

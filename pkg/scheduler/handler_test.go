@@ -33,6 +33,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
+	"github.com/gpushare/gpushare/pkg/scheduler/wire"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -138,6 +139,12 @@ func decodeErr(body string, v any) string {
 		return "<no error>"
 	}
 	return err.Error()
+}
+
+// argsErr is the error of wire.DecodeArgs for body (wire's tests pin its wording).
+func argsErr(body string) string {
+	_, err := wire.DecodeArgs([]byte(body))
+	return fmt.Sprint(err)
 }
 
 // names is a NodeNames value; names() is an empty list, not null.
@@ -251,12 +258,12 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "filter with garbage JSON is a 400", method: http.MethodPost, path: pre + "/filter",
 			body: `{"Pod": garbage`, wantStatus: http.StatusBadRequest, wantType: jsonType,
-			want: malformed(pre+"/filter", decodeErr(`{"Pod": garbage`, &extenderArgs{})),
+			want: malformed(pre+"/filter", argsErr(`{"Pod": garbage`)),
 		},
 		{
 			name: "filter with a body of the wrong shape is a 400", method: http.MethodPost, path: pre + "/filter",
 			body: `{"NodeNames":"n1"}`, wantStatus: http.StatusBadRequest, wantType: jsonType,
-			want: malformed(pre+"/filter", decodeErr(`{"NodeNames":"n1"}`, &extenderArgs{})),
+			want: malformed(pre+"/filter", argsErr(`{"NodeNames":"n1"}`)),
 		},
 		{
 			name: "filter with an empty body is a 400", method: http.MethodPost, path: pre + "/filter",
@@ -280,7 +287,7 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "prioritize with garbage JSON is a 400", method: http.MethodPost, path: pre + "/prioritize",
 			body: `[1,2`, wantStatus: http.StatusBadRequest, wantType: jsonType,
-			want: malformed(pre+"/prioritize", decodeErr(`[1,2`, &extenderArgs{})),
+			want: malformed(pre+"/prioritize", argsErr(`[1,2`)),
 		},
 		{
 			name: "prioritize with an oversize body is a 413", method: http.MethodPost, path: pre + "/prioritize",

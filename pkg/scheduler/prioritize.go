@@ -19,20 +19,11 @@ import (
 // scored too (it reaches the extender when the scheduler configuration sends it every pod):
 // where its CPU goes decides which cards stay usable.
 func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
-	return e.prioritize(ctx, args, nil)
-}
-
-// prioritize is Prioritize writing the scores into into's storage when it is large enough.
-func (e *Extender) prioritize(ctx context.Context, args *extenderv1.ExtenderArgs, into extenderv1.HostPriorityList) (extenderv1.HostPriorityList, error) {
 	if args.Pod == nil {
 		return nil, fmt.Errorf("prioritize: request has no pod")
 	}
 	names := argNodeNames(args)
-	out := into[:0]
-	if out == nil || cap(out) < len(names) { // no candidates answer [], not null
-		out = make(extenderv1.HostPriorityList, 0, len(names))
-	}
-	out = out[:len(names)]
+	out := make(extenderv1.HostPriorityList, len(names)) // no candidates answer [], not null
 	for i, n := range names {
 		out[i] = extenderv1.HostPriority{Host: n}
 	}

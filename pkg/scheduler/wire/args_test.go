@@ -1,4 +1,4 @@
-package scheduler
+package wire
 
 import (
 	"encoding/json"
@@ -11,10 +11,10 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
-// TestExtenderArgsDecodeLikeKubeSchedulerType: the handler's wire type decodes every body as
-// kube-scheduler's own type does, names with escapes, non-ASCII and odd whitespace included,
-// and fails where it fails.
-func TestExtenderArgsDecodeLikeKubeSchedulerType(t *testing.T) {
+// TestDecodeArgsLikeKubeSchedulerType: DecodeArgs decodes every body as kube-scheduler's own
+// type does, names with escapes, non-ASCII and odd whitespace included, and fails where it
+// fails.
+func TestDecodeArgsLikeKubeSchedulerType(t *testing.T) {
 	bodies := []string{
 		`{"NodeNames":["a","b.example.com","node-00001"]}`,
 		`{"NodeNames":[]}`,
@@ -71,8 +71,7 @@ func TestExtenderArgsDecodeLikeKubeSchedulerType(t *testing.T) {
 	for _, body := range bodies {
 		var want extenderv1.ExtenderArgs
 		wantErr := json.Unmarshal([]byte(body), &want)
-		var got extenderArgs
-		gotErr := decodeBody([]byte(body), &got)
+		got, gotErr := DecodeArgs([]byte(body))
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Errorf("%q: error %v, kube-scheduler's type: %v", body, gotErr, wantErr)
 			continue
@@ -80,50 +79,65 @@ func TestExtenderArgsDecodeLikeKubeSchedulerType(t *testing.T) {
 		if wantErr != nil {
 			continue
 		}
-		if diff := cmp.Diff(&want, got.args()); diff != "" {
+		if diff := cmp.Diff(&want, got); diff != "" {
 			t.Errorf("%q (-kube-scheduler's type,+ours):\n%s", body, diff)
 		}
 	}
 }
 
-// FuzzExtenderArgsDecode: the handler's decoding of filter and prioritize bodies (decodeFast,
-// then encoding/json for what it declines) gives what encoding/json alone gives, value and
-// error alike, and declines without leaving anything behind.
-func FuzzExtenderArgsDecode(f *testing.F) {
+// FuzzDecodeArgs: DecodeArgs (the hand-written decoder, then encoding/json for what it
+// declines) gives what encoding/json alone gives, value and error alike, and keeps nothing of
+// the body.
+func FuzzDecodeArgs(f *testing.F) {
 	f.Add([]byte(`{"Pod":{"metadata":{"name":"p","managedFields":[{"manager":"m","fieldsV1":{"f:spec":{}}}]},"status":{"phase":"Pending"}},"NodeNames":["n1","n2"]}`))
 	f.Add([]byte(`{"Pod":{"metadata":{"name":"a}\"]"}},"Nodes":null,"NodeNames":["n\u0031"]}`))
 	f.Add([]byte(`{"Nodes":{"items":[{"metadata":{"name":"n1"}}]}}`))
 	f.Add([]byte(`{"Pod":{"metadata":[}},"NodeNames":["n1"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var want extenderArgs
-		wantErr := decodeJSON(body, &want)
-		got := extenderArgs{nameBuf: []string{"stale", "names", "of", "a", "pooled", "slice"}[:0], intern: func(names []string) {
-			for i := range names {
-				names[i] = strings.Clone(names[i])
-			}
-		}}
-		pooled := append([]byte(nil), body...)
-		gotErr := decodeBody(pooled, &got)
-		for i := range pooled { // the handler reuses the body's buffer
-			pooled[i] = 0
+		var std extenderArgs
+		wantErr := Decode(body, &std)
+		want := &extenderv1.ExtenderArgs{Pod: std.Pod, Nodes: std.Nodes, NodeNames: std.NodeNames}
+		reused := append([]byte(nil), body...)
+		got, gotErr := DecodeArgs(reused)
+		for i := range reused { // the caller may reuse the body's buffer
+			reused[i] = 0
 		}
 		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 			t.Fatalf("%q: error %v, encoding/json's: %v", body, gotErr, wantErr)
 		}
 		if wantErr == nil {
-			if diff := cmp.Diff(want.args(), got.args()); diff != "" {
-				t.Fatalf("%q (-encoding/json,+decodeBody):\n%s", body, diff)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("%q (-encoding/json,+DecodeArgs):\n%s", body, diff)
 			}
-		}
-		var declined extenderArgs
-		if !declined.decodeFast(body) && !cmp.Equal(declined.args(), (&extenderArgs{}).args()) {
-			t.Fatalf("%q: declined but left %+v", body, declined)
 		}
 	})
 }
 
-// TestPlainStrings covers the fast path itself: it accepts plain arrays and declines (ok false)
-// whatever it does not decode itself.
+// TestDecodeArgsErrors: a body DecodeArgs cannot decode gets encoding/json's error, naming
+// the field and the type it should have.
+func TestDecodeArgsErrors(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{name: "pod of the wrong type", body: `{"Pod":1}`, want: "json: cannot unmarshal number into Go struct field extenderArgs.Pod of type v1.Pod"},
+		{name: "names not a list", body: `{"NodeNames":"n1"}`, want: "json: cannot unmarshal string into Go struct field extenderArgs.NodeNames of type []string"},
+		{name: "garbage", body: `{"Pod": garbage`, want: "invalid character 'g' looking for beginning of value"},
+		{name: "cut short", body: `[1,2`, want: "unexpected EOF"},
+		{name: "data after the value", body: `{"NodeNames":[]} {}`, want: "unexpected data after the JSON value"},
+		{name: "empty", body: ``, want: "EOF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeArgs([]byte(tt.body))
+			if diff := cmp.Diff(tt.want, fmt.Sprint(err)); diff != "" {
+				t.Errorf("DecodeArgs(%q) error (-want,+got):\n%s", tt.body, diff)
+			}
+		})
+	}
+}
+
+// TestPlainStrings covers the hand-written names decoder itself: it accepts plain arrays and
+// declines (ok false) whatever it does not decode itself.
 func TestPlainStrings(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -142,34 +156,14 @@ func TestPlainStrings(t *testing.T) {
 		{in: `["a`},
 		{in: ``},
 	}
-	clone := func(names []string) {
-		for i := range names {
-			names[i] = strings.Clone(names[i])
-		}
-	}
 	for _, tt := range tests {
-		got, ok := plainStrings([]byte(tt.in), nil, nil)
+		body := []byte(tt.in)
+		got, ok := plainStrings(body)
+		for i := range body { // the names are the decoder's own, not views of the body
+			body[i] = 'X'
+		}
 		if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
 			t.Errorf("plainStrings(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-		// Into a used slice, large enough or not, interned or not: the same names, none of the
-		// old ones, and none that changes when the body's buffer is reused.
-		for _, intern := range []func([]string){nil, clone} {
-			for _, into := range [][]string{{"old"}, make([]string, 3, 8)} {
-				body := []byte(tt.in)
-				got, ok := plainStrings(body, into, intern)
-				for i := range body {
-					body[i] = 'X'
-				}
-				if ok != tt.ok || (ok && !cmp.Equal(tt.want, got)) {
-					t.Errorf("plainStrings(%q, %q, intern %v) = %q, %v; want %q, %v", tt.in, into, intern != nil, got, ok, tt.want, tt.ok)
-				}
-				for _, old := range into[:cap(into)] {
-					if strings.Contains(old, "X") {
-						t.Errorf("plainStrings(%q, intern %v) left a view of the body in its storage: %q", tt.in, intern != nil, into[:cap(into)])
-					}
-				}
-			}
 		}
 	}
 }
