@@ -76,9 +76,9 @@ func forwarding(cfg *config, ecfg *scheduler.ElectionConfig, logger klog.Logger)
 
 // elect starts the leader election and, unless forwarding is off, sets hcfg to forward a
 // follower's verbs to the leader.
-func elect(ctx context.Context, cfg *config, rc *rest.Config, hcfg *scheduler.HandlerConfig, logger klog.Logger) (*scheduler.Elector, func(), error) {
+func elect(ctx context.Context, cfg *config, rc *rest.Config, hcfg *scheduler.HandlerConfig) (*scheduler.Elector, func(), error) {
 	ecfg := cfg.election
-	forward, err := forwarding(cfg, &ecfg, logger)
+	forward, err := forwarding(cfg, &ecfg, klog.FromContext(ctx))
 	if err != nil {
 		return nil, nil, err
 	}

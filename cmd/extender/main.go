@@ -96,7 +96,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	}
 	hcfg := scheduler.HandlerConfig{MaxBody: cfg.maxBody, RequireClientCert: cfg.tls.ClientCAFile != ""}
 	if cfg.leaderElect {
-		elector, stopElection, err := elect(ctx, cfg, rc, &hcfg, logger)
+		elector, stopElection, err := elect(ctx, cfg, rc, &hcfg)
 		if err != nil {
 			return err
 		}
@@ -105,9 +105,9 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	}
 	ext := scheduler.NewExtender(c, client, policy, cfg.names, opts...)
 	var warm atomic.Bool
-	go warmUp(informerCtx, ext, &warm, logger, nodesSynced, pods.HasSynced)
+	go warmUp(informerCtx, ext, &warm, nodesSynced, pods.HasSynced)
 	if cfg.profilingAddress != "" {
-		go serveProfiling(ctx, cfg.profilingAddress, logger)
+		go serveProfiling(ctx, cfg.profilingAddress)
 	}
 	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, warm.Load, hcfg, logger))
 	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleOnExit)
@@ -149,16 +149,16 @@ func eventOptions(ctx, informerCtx context.Context, cfg *config, rc *rest.Config
 }
 
 // serveProfiling serves pprof on addr (--profiling-address) until ctx ends.
-func serveProfiling(ctx context.Context, addr string, logger klog.Logger) {
+func serveProfiling(ctx context.Context, addr string) {
 	if err := scheduler.ServeProfiling(ctx, addr); err != nil {
-		logger.Error(err, "Profiling server stopped")
+		klog.FromContext(ctx).Error(err, "Profiling server stopped")
 	}
 }
 
 // warmUp makes the extender ready once the first lists are in the cache, their garbage is back
 // to the OS and a learning policy has learned from the running pods (answers before that would
 // place without them), then keeps the policy's per-node state current until ctx ends.
-func warmUp(ctx context.Context, ext *scheduler.Extender, warm *atomic.Bool, logger klog.Logger, synced ...toolscache.InformerSynced) {
+func warmUp(ctx context.Context, ext *scheduler.Extender, warm *atomic.Bool, synced ...toolscache.InformerSynced) {
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
@@ -166,7 +166,7 @@ func warmUp(ctx context.Context, ext *scheduler.Extender, warm *atomic.Bool, log
 	ext.Relearn()
 	ext.SyncPolicy()
 	if err := ext.RebuildHolds(); err != nil {
-		logger.Error(err, "Preemption holds not rebuilt")
+		klog.FromContext(ctx).Error(err, "Preemption holds not rebuilt")
 	}
 	warm.Store(true)
 	ext.RunPolicySync(ctx, policySyncPeriod)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/gpushare/gpushare/pkg/scheduler/wire"
 )
 
 // A follower forwards the verbs it is sent to the leader, so that which replica a front picks
@@ -250,5 +252,5 @@ func notLeaderAnswer(answer []byte) bool {
 		return false
 	}
 	var res extenderv1.ExtenderBindingResult
-	return decodeJSON(answer, &res) == nil && strings.Contains(res.Error, ErrNotLeader.Error())
+	return wire.Decode(answer, &res) == nil && strings.Contains(res.Error, ErrNotLeader.Error())
 }

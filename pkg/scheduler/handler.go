@@ -225,9 +225,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, into []byte) 
 	return buf.Bytes(), err
 }
 
-// decodeJSON is wire.Decode, for forward.go.
-func decodeJSON(body []byte, v any) error { return wire.Decode(body, v) }
-
 func (h *Handler) ctx(r *http.Request) context.Context {
 	return klog.NewContext(r.Context(), h.logger)
 }
