@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -107,10 +109,25 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		e.metrics.unfit.WithLabelValues(UnfitNoFreeBlock).Add(float64(full))
 	}
 	e.metrics.filters.Add(1)
-	if passed == 0 && !req.Empty() && e.preemption {
-		e.preemptInBackground(ctx, args.Pod, &req, names, failures)
+	if passed == 0 && !req.Empty() {
+		if h, held := e.holds.of(args.Pod.UID); held {
+			answer.Err = waitingForVictims(h)
+		} else if e.preemption {
+			e.preemptInBackground(ctx, args.Pod, &req, names, failures)
+		}
 	}
 	use(answer)
+}
+
+// waitingForVictims is filter's answer to a pod whose preemption is under way: the card is held
+// for it and its victims still hold the memory. An error, not "fits nowhere": kube-scheduler
+// retries an error after its backoff, while an unschedulable pod waits for a cluster event, and
+// the victim's deletion, the one event there is, may reach kube-scheduler before this
+// extender's cache has seen it (the pod then waited up to kube-scheduler's 5 min for
+// unschedulable pods).
+func waitingForVictims(h hold) string {
+	return fmt.Sprintf("GPU memory: GPU %d of node %s is held for this pod until its preempted pods release it (%s); retry",
+		h.GPU, h.Node, strings.Join(h.Victims, ", "))
 }
 
 // countFailures counts the failures, unresolvable or not.
