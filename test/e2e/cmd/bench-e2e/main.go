@@ -11,7 +11,7 @@
 // kube-proxy does). The report then says, per replica, what it bound and refused.
 //
 //	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0] [--create-qps 0]
-//	          [--replicas 1] [--front request|connection]
+//	          [--replicas 1] [--front request|connection] [--handover] [--extender-only]
 package main
 
 import (
@@ -57,6 +57,9 @@ type options struct {
 	// handover: before the burst the leader is stopped (it releases the Lease), another replica
 	// takes over and the stopped one starts again, as a follower, on its port.
 	handover bool
+	// extenderOnly skips kube-scheduler alone's runs: for comparing extender setups, each
+	// invocation then takes a third of the time.
+	extenderOnly bool
 }
 
 // The fronts of --front.
@@ -95,6 +98,7 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", o.replicas, "extender replicas of the extender's runs; 2 or more run with leader election (only the leader binds) behind --front")
 	flag.StringVar(&o.front, "front", o.front, "how kube-scheduler reaches the replicas: request (each call to the next ready replica) or connection (each TCP connection, as a Service through kube-proxy); given with --replicas 1, the one replica is reached through it too")
 	flag.BoolVar(&o.handover, "handover", false, "with --replicas 2 or more: before the burst the leader stops (releasing the Lease), another replica takes over and the stopped one restarts as a follower on its port, so the burst runs after a leadership change")
+	flag.BoolVar(&o.extenderOnly, "extender-only", false, "run only the extender's runs, not kube-scheduler alone's (to compare extender setups, e.g. --replicas 1 against 2)")
 	flag.Parse()
 	flag.Visit(func(f *flag.Flag) { o.frontSet = o.frontSet || f.Name == "front" })
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -134,8 +138,12 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	rep := report{Nodes: o.nodes, Pods: o.pods, Replicas: o.replicas, Front: o.frontUsed()}
+	modes := []mode{{name: modeAlone, config: alone}, {name: modeExtender, config: o.schedulerConfig, extender: ext}}
+	if o.extenderOnly {
+		modes = modes[1:]
+	}
 	for i := range o.runs {
-		for _, m := range []mode{{name: modeAlone, config: alone}, {name: modeExtender, config: o.schedulerConfig, extender: ext}} {
+		for _, m := range modes {
 			b := &bench{o: o, mode: m, opts: framework.Options{Root: root, Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("%s-%d", m.name, i+1)),
 				SchedulerConfig: m.config, SchedulerQPS: o.schedulerQPS, SchedulerBurst: o.schedulerBurst, Logf: logf}}
 			res, err := b.run(ctx)

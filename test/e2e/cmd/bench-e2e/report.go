@@ -67,10 +67,19 @@ func (r *report) write(w io.Writer, o options) error {
 	}
 	r.writeReplicas(pr)
 	r.writeCPU(pr)
-	aloneRate, aloneP99 := r.median(modeAlone)
-	extRate, extP99 := r.median(modeExtender)
-	pr.Printf("median\textender %.0f %% of kube-scheduler alone's pods/s, p99 %.2fx\t\t\t\t\t\n", 100*extRate/aloneRate, extP99/aloneP99)
+	pr.Printf("median\t%s\t\t\t\t\t\n", r.medianLine())
 	return pr.Finish(tw.Flush, w, r)
+}
+
+// medianLine compares the medians of the two modes, or gives the extender's alone when
+// kube-scheduler alone did not run (--extender-only).
+func (r *report) medianLine() string {
+	extRate, extP99 := r.median(modeExtender)
+	aloneRate, aloneP99 := r.median(modeAlone)
+	if math.IsNaN(aloneRate) {
+		return fmt.Sprintf("extender %.1f pods/s, p99 %.0f ms (kube-scheduler alone did not run)", extRate, extP99)
+	}
+	return fmt.Sprintf("extender %.0f %% of kube-scheduler alone's pods/s, p99 %.2fx", 100*extRate/aloneRate, extP99/aloneP99)
 }
 
 // replicasLine says how many replicas the extender's runs had and how kube-scheduler reached

@@ -67,3 +67,35 @@ func TestFrontUsed(t *testing.T) {
 		}
 	}
 }
+
+// TestMedianLine checks the report's last table line with and without kube-scheduler alone's
+// runs (--extender-only).
+func TestMedianLine(t *testing.T) {
+	tests := []struct {
+		name string
+		runs []result
+		want string
+	}{
+		{
+			name: "both modes",
+			runs: []result{{Mode: modeAlone, PodsPerS: 50, P99Ms: 80000}, {Mode: modeExtender, PodsPerS: 100, P99Ms: 20000}},
+			want: "extender 200 % of kube-scheduler alone's pods/s, p99 0.25x",
+		},
+		{
+			name: "extender only, median of three",
+			runs: []result{{Mode: modeExtender, PodsPerS: 120, P99Ms: 15000}, {Mode: modeExtender, PodsPerS: 90.5, P99Ms: 30000}, {Mode: modeExtender, PodsPerS: 140, P99Ms: 12000}},
+			want: "extender 120.0 pods/s, p99 15000 ms (kube-scheduler alone did not run)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r report
+			for _, res := range tt.runs {
+				r.add(res)
+			}
+			if got := r.medianLine(); got != tt.want {
+				t.Errorf("medianLine() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
