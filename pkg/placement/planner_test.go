@@ -15,7 +15,7 @@ import (
 )
 
 // nodeWith returns the snapshot of node after the bound pods.
-func nodeWith(t *testing.T, node *v1.Node, pods ...*v1.Pod) *placement.NodeInfo {
+func nodeWith(t testing.TB, node *v1.Node, pods ...*v1.Pod) *placement.NodeInfo {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	c := cache.New(contract.DefaultNames(), logger)
@@ -27,7 +27,7 @@ func nodeWith(t *testing.T, node *v1.Node, pods ...*v1.Pod) *placement.NodeInfo 
 	return n
 }
 
-func mustRequest(t *testing.T, p *v1.Pod) *contract.PodRequest {
+func mustRequest(t testing.TB, p *v1.Pod) *contract.PodRequest {
 	t.Helper()
 	names := contract.DefaultNames()
 	req, err := contract.ParseRequest(p, &names)

@@ -135,6 +135,19 @@ func PlanPreemption(node *NodeInfo, req *gpumem.PodRequest, priority int32, info
 			set[i] = i
 		}
 		cardBest := plan(set)
+		// cheaper is plan(set).Compare(best) < 0 without building the plan: every set has k
+		// victims on this node and card, so only the priorities and the units differ.
+		cheaper := func(set []int, units int64, best *PreemptionPlan) bool {
+			var maxP int32
+			var sumP int64
+			for n, i := range set {
+				if p := candidates[i].vi.Priority; n == 0 || p > maxP {
+					maxP = p
+				}
+				sumP += int64(candidates[i].vi.Priority)
+			}
+			return cmp.Or(cmp.Compare(maxP, best.MaxPriority), cmp.Compare(sumP, best.SumPriority), cmp.Compare(units, best.Units)) < 0
+		}
 		tried := 0
 		var walk func(start, depth int, units int64)
 		walk = func(start, depth int, units int64) {
@@ -143,10 +156,8 @@ func PlanPreemption(node *NodeInfo, req *gpumem.PodRequest, priority int32, info
 			}
 			if depth == k {
 				tried++
-				if units >= deficit {
-					if p := plan(set); p.Compare(&cardBest) < 0 {
-						cardBest = p
-					}
+				if units >= deficit && cheaper(set, units, &cardBest) {
+					cardBest = plan(set)
 				}
 				return
 			}

@@ -1,6 +1,7 @@
 package placement_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -49,6 +50,20 @@ func TestPlanPreemption(t *testing.T) {
 			pods: []*v1.Pod{on("a", `{"0":{"0":5}}`, 5), on("b", `{"0":{"0":5}}`, 5), on("c", `{"0":{"0":6}}`, 6), on("d", `{"0":{"1":16}}`, 16)},
 			ask:  st.MakePod().Name("p").GPUMem(12).Obj(), priority: 10,
 			wantVictims: []string{"d"}, wantGPU: 1,
+		},
+		{
+			name: "on one card, a lower priority beats the largest pod",
+			node: st.MakeNode("n").GPUs(16).Obj(),
+			pods: []*v1.Pod{on("d", `{"0":{"0":8}}`, 8), on("a", `{"0":{"0":6}}`, 6)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+			wantVictims: []string{"a"}, wantGPU: 0,
+		},
+		{
+			name: "on one card at equal priority, less memory evicted",
+			node: st.MakeNode("n").GPUs(16).Obj(),
+			pods: []*v1.Pod{on("b", `{"0":{"0":8}}`, 8), on("a", `{"0":{"0":6}}`, 6)},
+			ask:  st.MakePod().Name("p").GPUMem(8).Obj(), priority: 10,
+			wantVictims: []string{"a"}, wantGPU: 0,
 		},
 		{
 			name: "equal priority is never a victim",
@@ -117,5 +132,24 @@ func TestPlanPreemption(t *testing.T) {
 				t.Errorf("victims %v on GPU %d, want %v on GPU %d", got, plan.GPU, tt.wantVictims, tt.wantGPU)
 			}
 		})
+	}
+}
+
+// BenchmarkPlanPreemption plans on a full node of 8 x 16 GiB cards holding 64 pods of 2 GiB,
+// all of lower priority: every card is a candidate, as in a busy cluster's preemption.
+func BenchmarkPlanPreemption(b *testing.B) {
+	var pods []*v1.Pod
+	for i := range 64 {
+		card := i % 8
+		pods = append(pods, st.MakePod().Name(fmt.Sprintf("v%02d", i)).GPUMem(2).Node("n").Placement(fmt.Sprintf(`{"0":{"%d":2}}`, card)).Obj())
+	}
+	node := nodeWith(b, st.MakeNode("n").GPUs(16, 16, 16, 16, 16, 16, 16, 16).Obj(), pods...)
+	req := mustRequest(b, st.MakePod().Name("p").GPUMem(6).Obj())
+	info := func(*placement.PodInfo) placement.VictimInfo { return placement.VictimInfo{} }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := placement.PlanPreemption(node, req, 10, info); !ok {
+			b.Fatal("no plan")
+		}
 	}
 }
