@@ -105,6 +105,7 @@ func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 	r.GET(Prefix+"/debug/audit", h.guarded(h.audit))
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", h.readyz)
+	r.GET("/readyz/leader", h.readyzLeader)
 	r.GET("/version", h.version)
 	r.GET("/metrics", h.metrics)
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -324,6 +325,19 @@ func (h *Handler) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Pa
 		body["leading"], body["leader"] = fmt.Sprint(l.Leading()), l.Leader()
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// readyzLeader answers 200 only on a ready replica that leads (or runs without leader
+// election), 503 elsewhere. It is for a front that balances each request and checks its
+// backends' health itself (Envoy, HAProxy): checking this path, it sends the verbs to the
+// leader alone and no call takes the follower's extra hop. Kubernetes' readiness probe keeps
+// /readyz, so that followers stay Ready for rollouts and the Service.
+func (h *Handler) readyzLeader(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	if h.ready() && !h.ext.Leading() {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("this replica follows; the leader is %q", h.ext.leadership.Leader()))
+		return
+	}
+	h.readyz(w, r, ps)
 }
 
 func (h *Handler) version(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {

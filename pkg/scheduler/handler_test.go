@@ -394,6 +394,10 @@ func TestHandlerRoutes(t *testing.T) {
 			wantStatus: http.StatusOK, wantType: jsonType, want: map[string]string{"status": "ready"},
 		},
 		{
+			name: "readyz/leader without leader election: the one replica", method: http.MethodGet, path: "/readyz/leader",
+			wantStatus: http.StatusOK, wantType: jsonType, want: map[string]string{"status": "ready"},
+		},
+		{
 			name: "version", method: http.MethodGet, path: "/version",
 			wantStatus: http.StatusOK, wantType: jsonType,
 			want: map[string]string{"version": version.Version, "commit": version.Commit, "policy": "binpack"},
@@ -421,6 +425,43 @@ func TestHandlerRoutes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			runRoute(t, tc)
+		})
+	}
+}
+
+// TestReadyzLeader: /readyz/leader answers 200 only on a synced replica that leads, while
+// /readyz stays 200 on a synced follower (Kubernetes' readiness, rollouts and the Service).
+func TestReadyzLeader(t *testing.T) {
+	tests := []struct {
+		name                      string
+		synced, leading           bool
+		wantReadyz, wantLeaderURL int
+	}{
+		{name: "synced leader", synced: true, leading: true, wantReadyz: http.StatusOK, wantLeaderURL: http.StatusOK},
+		{name: "synced follower", synced: true, wantReadyz: http.StatusOK, wantLeaderURL: http.StatusServiceUnavailable},
+		{name: "leader not synced", leading: true, wantReadyz: http.StatusServiceUnavailable, wantLeaderURL: http.StatusServiceUnavailable},
+		{name: "follower not synced", wantReadyz: http.StatusServiceUnavailable, wantLeaderURL: http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			nodes, pods := routeFixture()
+			ext, _ := extenderOn(logger, nodes, pods)
+			lead := &stubLeadership{}
+			lead.leading.Store(tt.leading)
+			ext.leadership = lead
+			srv := httptest.NewServer(NewHandler(ext, func() bool { return tt.synced }, HandlerConfig{MaxBody: testBodyLimit}, logger))
+			defer srv.Close()
+			if status, _, body := do(t, srv, http.MethodGet, "/readyz", ""); status != tt.wantReadyz {
+				t.Errorf("/readyz = %d, want %d; body %s", status, tt.wantReadyz, body)
+			}
+			status, _, body := do(t, srv, http.MethodGet, "/readyz/leader", "")
+			if status != tt.wantLeaderURL {
+				t.Errorf("/readyz/leader = %d, want %d; body %s", status, tt.wantLeaderURL, body)
+			}
+			if tt.synced && !tt.leading && !strings.Contains(string(body), `the leader is \"other\"`) {
+				t.Errorf("a follower's /readyz/leader should name the leader; body %s", body)
+			}
 		})
 	}
 }

@@ -20,7 +20,7 @@ type TLSFiles struct {
 	CertFile, KeyFile string
 	// ClientCAFile, when set, is the CA bundle client certificates must chain to; the
 	// extender's verbs, /inspect and /debug then refuse a request without such a certificate
-	// (RequireClientCert). Probes (/healthz, /readyz, /version) and /metrics stay open.
+	// (RequireClientCert). Probes (/healthz, /readyz, /readyz/leader, /version) and /metrics stay open.
 	ClientCAFile string
 }
 

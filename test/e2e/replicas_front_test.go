@@ -15,22 +15,23 @@ const frontBurst = 1000
 
 // TestReplicasBurstThroughFronts is issue 31's "no user-visible cost of HA": the same burst of
 // 1,000 pods through one extender replica, and through two (the shipped Deployment's count)
-// behind a front that balances each request (round robin) and one that balances each
-// connection (a Service: kube-scheduler keeps its connections, so every call may land on the
-// follower). Every pod is bound, no bind is refused because a replica does not lead (the
-// follower forwards every verb to the leader: forward.go), and the follower did forward;
-// behind the per-connection front kube-scheduler ends up connected to the leader too (the
-// follower sheds its connection after a second of forwarding: conn_shed.go);
+// behind a front that balances each request (round robin), one that does so but checks
+// /readyz/leader, and one that balances each connection (a Service: kube-scheduler keeps its
+// connections, so every call may land on the follower). Every pod is bound, no bind is refused
+// because a replica does not lead (the follower forwards every verb to the leader:
+// forward.go), and the follower did forward, except behind the leader-checking front, where it
+// receives no call at all; behind the per-connection front kube-scheduler ends up connected to
+// the leader too (the follower sheds its connection after a second of forwarding: conn_shed.go);
 // no card is over capacity and the leader's cache equals the API's truth. The times are
 // reported against the one replica's (make bench-e2e --replicas 2 measures them: speed goals
 // live in benchmarks).
 func TestReplicasBurstThroughFronts(t *testing.T) {
 	times := map[string]time.Duration{}
-	for _, front := range []string{"one replica", "per-request front", "per-connection front"} {
+	for _, front := range []string{"one replica", "per-request front", "leader-checking front", "per-connection front"} {
 		t.Run(strings.ReplaceAll(front, " ", "-"), func(t *testing.T) { times[front] = burstThroughFront(t, front) })
 	}
-	t.Logf("1,000 pods bound in: one replica %.1f s; two replicas behind a per-request front %.1f s, behind a per-connection front %.1f s",
-		times["one replica"].Seconds(), times["per-request front"].Seconds(), times["per-connection front"].Seconds())
+	t.Logf("1,000 pods bound in: one replica %.1f s; two replicas behind a per-request front %.1f s, behind one checking /readyz/leader %.1f s, behind a per-connection front %.1f s",
+		times["one replica"].Seconds(), times["per-request front"].Seconds(), times["leader-checking front"].Seconds(), times["per-connection front"].Seconds())
 }
 
 func burstThroughFront(t *testing.T, front string) time.Duration {
@@ -49,8 +50,12 @@ func burstThroughFront(t *testing.T, front string) time.Duration {
 			t.Fatal(err)
 		}
 		switch front {
-		case "per-request front":
-			rr, err := e.c.StartRoundRobin(follower, leader)
+		case "per-request front", "leader-checking front":
+			start := e.c.StartRoundRobin
+			if front == "leader-checking front" {
+				start = e.c.StartLeaderRoundRobin
+			}
+			rr, err := start(follower, leader)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +105,11 @@ func burstThroughFront(t *testing.T, front string) time.Duration {
 			if m["gpushare_bind_total"] != 0 {
 				t.Errorf("the follower bound %g pods itself", m["gpushare_bind_total"])
 			}
-			if m[forwarded("filter", "forwarded")]+m[forwarded("bind", "forwarded")]+m[forwarded("prioritize", "forwarded")] == 0 {
+			sent := m[forwarded("filter", "forwarded")] + m[forwarded("bind", "forwarded")] + m[forwarded("prioritize", "forwarded")]
+			switch {
+			case front == "leader-checking front" && sent != 0:
+				t.Errorf("the follower forwarded %g calls behind a front that checks /readyz/leader, want none", sent)
+			case front != "leader-checking front" && sent == 0:
 				t.Errorf("the follower forwarded nothing: the front never sent it a verb (%s)", front)
 			}
 		}

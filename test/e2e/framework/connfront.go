@@ -56,7 +56,7 @@ func (c *Cluster) StartConnFront(backends ...*Extender) (*ConnFront, error) {
 	}
 	probeCtx, stop := context.WithCancel(context.Background())
 	f.stop = stop
-	go probeReady(probeCtx, backends, ready)
+	go probeReady(probeCtx, "/readyz", backends, ready)
 	return f, nil
 }
 

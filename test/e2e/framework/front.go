@@ -28,6 +28,17 @@ type RoundRobin struct {
 // the extenders, it serves the cluster's certificate and requires a client certificate; it
 // reaches them with theirs.
 func (c *Cluster) StartRoundRobin(backends ...*Extender) (*RoundRobin, error) {
+	return c.startRoundRobin("/readyz", backends)
+}
+
+// StartLeaderRoundRobin is StartRoundRobin checking /readyz/leader instead of /readyz, as a
+// front that health-checks its backends itself is configured to (docs/design.md): it sends the
+// calls to the leader alone, and to the next replica in turn while none answers 200.
+func (c *Cluster) StartLeaderRoundRobin(backends ...*Extender) (*RoundRobin, error) {
+	return c.startRoundRobin("/readyz/leader", backends)
+}
+
+func (c *Cluster) startRoundRobin(probe string, backends []*Extender) (*RoundRobin, error) {
 	if len(backends) == 0 {
 		return nil, errors.New("round robin without backends")
 	}
@@ -69,22 +80,22 @@ func (c *Cluster) StartRoundRobin(backends ...*Extender) (*RoundRobin, error) {
 	ln = tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{serving},
 		ClientCAs: clients.RootCAs, ClientAuth: tls.RequireAndVerifyClientCert})
 	probeCtx, stop := context.WithCancel(context.Background())
-	go probeReady(probeCtx, backends, ready)
+	go probeReady(probeCtx, probe, backends, ready)
 	rr := &RoundRobin{Host: ln.Addr().String(), srv: &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}, stop: stop}
 	go func() { _ = rr.srv.Serve(ln) }()
 	return rr, nil
 }
 
-// probeReady sets ready[i] to whether backends[i] answers /readyz with 200, every 200 ms
-// until ctx is done.
-func probeReady(ctx context.Context, backends []*Extender, ready []atomic.Bool) {
+// probeReady sets ready[i] to whether backends[i] answers path (/readyz, /readyz/leader) with
+// 200, every 200 ms until ctx is done.
+func probeReady(ctx context.Context, path string, backends []*Extender, ready []atomic.Bool) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
 		for i, b := range backends {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
 			var body map[string]string
-			ready[i].Store(b.GetJSON(pctx, "/readyz", &body) == nil)
+			ready[i].Store(b.GetJSON(pctx, path, &body) == nil)
 			cancel()
 		}
 		select {

@@ -7,11 +7,12 @@
 // With --replicas N (N >= 2) the extender's runs start N replicas with leader election (only
 // the leader binds; the others answer filter and prioritize and refuse binds) behind a front,
 // as a Deployment behind a Service: --front request sends each call to the next ready replica
-// (framework.RoundRobin), --front connection each TCP connection (framework.ConnFront, as
-// kube-proxy does). The report then says, per replica, what it bound and refused.
+// (framework.RoundRobin), --front request-leader each call to the replica whose /readyz/leader
+// answers 200 (a front that checks its backends itself), --front connection each TCP
+// connection (framework.ConnFront, as kube-proxy does). The report then says, per replica, what it bound and refused.
 //
 //	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0] [--create-qps 0]
-//	          [--replicas 1] [--front request|connection] [--handover] [--extender-only]
+//	          [--replicas 1] [--front request|request-leader|connection] [--handover] [--extender-only]
 package main
 
 import (
@@ -50,8 +51,9 @@ type options struct {
 	schedulerConfig string
 	// replicas is the number of extender replicas of the extender's runs.
 	replicas int
-	// front is how the replicas are balanced: frontRequest or frontConnection; frontSet says
-	// that --front was given (then even one replica is reached through the front).
+	// front is how the replicas are balanced: frontRequest, frontRequestLeader or
+	// frontConnection; frontSet says that --front was given (then even one replica is reached
+	// through the front).
 	front    string
 	frontSet bool
 	// handover: before the burst the leader is stopped (it releases the Lease), another replica
@@ -66,6 +68,9 @@ type options struct {
 const (
 	frontRequest    = "request"
 	frontConnection = "connection"
+	// frontRequestLeader is frontRequest checking /readyz/leader, as a front that checks its
+	// backends' health itself is configured to: the calls go to the leader alone.
+	frontRequestLeader = "request-leader"
 	// frontNone is reported when kube-scheduler calls the one replica directly.
 	frontNone = "none"
 )
@@ -96,7 +101,7 @@ func main() {
 	flag.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration of the extender's runs (default: the shipped config/scheduler-config.yaml); kube-scheduler alone runs with its defaults")
 	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces (e.g. --filter-chooses-node=false)")
 	flag.IntVar(&o.replicas, "replicas", o.replicas, "extender replicas of the extender's runs; 2 or more run with leader election (only the leader binds) behind --front")
-	flag.StringVar(&o.front, "front", o.front, "how kube-scheduler reaches the replicas: request (each call to the next ready replica) or connection (each TCP connection, as a Service through kube-proxy); given with --replicas 1, the one replica is reached through it too")
+	flag.StringVar(&o.front, "front", o.front, "how kube-scheduler reaches the replicas: request (each call to the next ready replica), request-leader (each call to the next replica whose /readyz/leader answers 200: the leader) or connection (each TCP connection, as a Service through kube-proxy); given with --replicas 1, the one replica is reached through it too")
 	flag.BoolVar(&o.handover, "handover", false, "with --replicas 2 or more: before the burst the leader stops (releasing the Lease), another replica takes over and the stopped one restarts as a follower on its port, so the burst runs after a leadership change")
 	flag.BoolVar(&o.extenderOnly, "extender-only", false, "run only the extender's runs, not kube-scheduler alone's (to compare extender setups, e.g. --replicas 1 against 2)")
 	flag.Parse()
@@ -121,8 +126,8 @@ func run(ctx context.Context, o options) error {
 	if o.replicas < 1 || o.replicas > maxReplicas {
 		return fmt.Errorf("--replicas must be between 1 and %d", maxReplicas)
 	}
-	if o.front != frontRequest && o.front != frontConnection {
-		return fmt.Errorf("--front must be %s or %s, not %q", frontRequest, frontConnection, o.front)
+	if o.front != frontRequest && o.front != frontConnection && o.front != frontRequestLeader {
+		return fmt.Errorf("--front must be %s, %s or %s, not %q", frontRequest, frontRequestLeader, frontConnection, o.front)
 	}
 	if o.pods > o.nodes*8*16/2 {
 		return fmt.Errorf("%d pods of up to 8 GiB may not fit %d nodes of 8 x 16 GiB; use at most %d", o.pods, o.nodes, o.nodes*8*16/2)

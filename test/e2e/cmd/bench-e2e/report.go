@@ -92,6 +92,8 @@ func replicasLine(replicas int, front string) string {
 	switch front {
 	case frontRequest:
 		return s + " behind a per-request front (each call to the next ready replica)"
+	case frontRequestLeader:
+		return s + " behind a per-request front that checks /readyz/leader (each call to the leader)"
 	case frontConnection:
 		return s + " behind a per-connection front (each TCP connection to the next ready replica, as a Service)"
 	default:

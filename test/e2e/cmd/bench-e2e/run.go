@@ -256,7 +256,11 @@ func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs [
 		b.conns = f.Conns
 		return f.Host, profileAddrs, f.Close, nil
 	default:
-		f, err := b.c.StartRoundRobin(behind...)
+		start := b.c.StartRoundRobin
+		if b.o.front == frontRequestLeader {
+			start = b.c.StartLeaderRoundRobin
+		}
+		f, err := start(behind...)
 		if err != nil {
 			return "", nil, closeFront, err
 		}
