@@ -105,6 +105,7 @@ func TestTLSClientCertificates(t *testing.T) {
 		{"audit without a client certificate", withoutCert, http.MethodGet, Prefix + "/debug/audit", "", http.StatusUnauthorized, "client certificate"},
 		{"readiness probe without a client certificate", withoutCert, http.MethodGet, "/readyz", "", http.StatusOK, "ready"},
 		{"liveness probe without a client certificate", withoutCert, http.MethodGet, "/healthz", "", http.StatusOK, "ok"},
+		{"leader check without a client certificate", withoutCert, http.MethodGet, "/readyz/leader", "", http.StatusOK, "ready"},
 		{"certificate of another CA", strangerCert, http.MethodGet, Prefix + "/inspect", "", 0, "certificate"},
 		{"inspect with the client certificate", withCert, http.MethodGet, Prefix + "/inspect", "", http.StatusOK, `"name":"n1"`},
 		{"bind with the client certificate reaches bind", withCert, http.MethodPost, Prefix + "/bind", bind, http.StatusOK, "no-such-node"},
