@@ -159,7 +159,8 @@ const preemptTimeout = 30 * time.Second
 
 // preemptInBackground starts a GPU preemption for pod, which fits none of names, over the nodes
 // where only the cards' free memory stood in the way (failures[i] not unresolvable): filter
-// answers at once, and kube-scheduler retries the pod once the victims are gone.
+// answers at once, and kube-scheduler retries the pod once the victims are gone. Filter calls
+// it only for a pod without a hold (a held pod gets waitingForVictims); preemptGPU checks again.
 func (e *Extender) preemptInBackground(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, names []string, failures []*placement.FitError) {
 	var candidates []string
 	for i, fe := range failures {
@@ -168,9 +169,6 @@ func (e *Extender) preemptInBackground(ctx context.Context, pod *v1.Pod, req *co
 		}
 	}
 	if len(candidates) == 0 {
-		return
-	}
-	if _, held := e.holds.of(pod.UID); held {
 		return
 	}
 	r := *req

@@ -9,7 +9,8 @@
 // as a Deployment behind a Service: --front request sends each call to the next ready replica
 // (framework.RoundRobin), --front request-leader each call to the replica whose /readyz/leader
 // answers 200 (a front that checks its backends itself), --front connection each TCP
-// connection (framework.ConnFront, as kube-proxy does). The report then says, per replica, what it bound and refused.
+// connection (framework.ConnFront, as kube-proxy does). The report then says, per replica,
+// what it bound and refused.
 //
 //	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0] [--create-qps 0]
 //	          [--replicas 1] [--front request|request-leader|connection] [--handover] [--extender-only]
