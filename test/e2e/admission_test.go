@@ -71,8 +71,10 @@ type admissionCase struct {
 func TestAdmission(t *testing.T) {
 	t0 := time.Now()
 	a := newAdmissionEnv(t)
-	a.applyManifests()
+	a.ensureNamespaces()
+	// before the policies: only the extender and the plugin may write placements once they apply
 	a.createObjects()
+	a.applyManifests()
 	a.waitPoliciesEnforced()
 	t.Logf("cluster, manifests and policies ready in %.1f s", time.Since(t0).Seconds())
 
@@ -132,20 +134,29 @@ func (a *admissionEnv) impersonate(sa, node string) kubernetes.Interface {
 	return cs
 }
 
-// applyManifests creates the namespaces the RBAC names, then applies the RBAC and the
-// admission policies with kubectl, as an operator would.
-func (a *admissionEnv) applyManifests() {
-	a.t.Helper()
-	rbac := []string{
+// rbacManifests are the RBAC files of the extender and the plugin.
+func rbacManifests() []string {
+	return []string{
 		filepath.Join(s.root, "config", "extender", "rbac.yaml"),
 		filepath.Join(s.root, "config", "share-plugin", "rbac.yaml"),
 	}
-	for _, ns := range manifestNamespaces(a.t, rbac...) {
+}
+
+// ensureNamespaces creates the namespaces the RBAC names.
+func (a *admissionEnv) ensureNamespaces() {
+	a.t.Helper()
+	for _, ns := range manifestNamespaces(a.t, rbacManifests()...) {
 		if err := a.c.EnsureNamespace(a.ctx, ns); err != nil {
 			a.t.Fatal(err)
 		}
 	}
-	for _, f := range append(rbac, filepath.Join(s.root, "config", "admission")) {
+}
+
+// applyManifests applies the RBAC and the admission policies with kubectl, as an operator
+// would (ensureNamespaces first).
+func (a *admissionEnv) applyManifests() {
+	a.t.Helper()
+	for _, f := range append(rbacManifests(), filepath.Join(s.root, "config", "admission")) {
 		cmd := exec.CommandContext(a.ctx, filepath.Join(s.bin, "kubectl"), "apply", "-f", f)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+a.c.Kubeconfig)
 		out, err := cmd.CombinedOutput()
@@ -238,13 +249,14 @@ func (a *admissionEnv) placement(gpu int) map[string]string {
 }
 
 // admissionPod is a pod with one container "main", asking gpuMem of gpu-mem unless it is
-// empty, bound to node unless it is empty.
+// empty, bound to node unless it is empty, with the RuntimeDefault seccomp profile that the
+// pod-requests policy asks of GPU pods.
 func admissionPod(ns, name, node, gpuMem string, ann map[string]string) *v1.Pod {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann},
 		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{
 			Name: "main", Image: "registry.k8s.io/pause:3.10",
-		}}},
+		}}, SecurityContext: &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}}},
 	}
 	if gpuMem != "" {
 		pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{contract.DefaultResourceName: resource.MustParse(gpuMem)}
@@ -537,16 +549,18 @@ func (a *admissionEnv) podRequestCases() []admissionCase {
 		{admissionPod("default", "bad-core-0", "", "4", core("0")), byPolicy(policy, `gpushare.io/gpu-core="0" must be an integer from 1 to 100`)},
 		{admissionPod("default", "bad-core-101", "", "4", core("101")), byPolicy(policy, "from 1 to 100")},
 		{admissionPod("default", "bad-core-pct", "", "4", core("30%")), byPolicy(policy, `gpushare.io/gpu-core="30%"`)},
-		{withEnv("bad-env-limit", "CUDA_DEVICE_MEMORY_LIMIT_0"), byPolicy(policy, `container "main" sets CUDA_DEVICE_MEMORY_LIMIT_0`, "the share-plugin sets them")},
+		{withEnv("bad-env-limit", "CUDA_DEVICE_MEMORY_LIMIT_0"), byPolicy(policy, `container "main" sets CUDA_DEVICE_MEMORY_LIMIT_0`, "the share-plugin and the GPU runtime set them")},
 		{withEnv("bad-env-cache", "CUDA_DEVICE_MEMORY_SHARED_CACHE"), byPolicy(policy, "sets CUDA_DEVICE_MEMORY_SHARED_CACHE")},
 		{withEnv("bad-env-sm", "CUDA_DEVICE_SM_LIMIT"), byPolicy(policy, "sets CUDA_DEVICE_SM_LIMIT")},
-		{withMount("bad-mount-preload", "/etc/ld.so.preload"), byPolicy(policy, `container "main" mounts a volume at /etc/ld.so.preload`)},
-		{withMount("bad-mount-counters", "/tmp/gpushare/"), byPolicy(policy, "mounts a volume at /tmp/gpushare/")},
-		{withMount("bad-mount-spelling", "/etc//ld.so.preload"), byPolicy(policy, "mounts a volume at /etc//ld.so.preload")},
-		{withMount("bad-mount-library", "/usr/local/gpushare/hami-core"), byPolicy(policy, "mounts a volume at /usr/local/gpushare/hami-core")},
+		{withEnv("bad-env-visible", "CUDA_VISIBLE_DEVICES"), byPolicy(policy, "sets CUDA_VISIBLE_DEVICES")},
+		{withMount("bad-mount-preload", "/etc/ld.so.preload"), byPolicy(policy, `container "main" mounts at "/etc/ld.so.preload"`)},
+		{withMount("bad-mount-counters", "/tmp/gpushare/"), byPolicy(policy, `mounts at "/tmp/gpushare/"`)},
+		{withMount("bad-mount-spelling", "/etc//ld.so.preload"), byPolicy(policy, `mounts at "/etc//ld.so.preload"`)},
+		{withMount("bad-mount-library", "/usr/local/gpushare/hami-core"), byPolicy(policy, `mounts at "/usr/local/gpushare/hami-core"`)},
+		{withMount("bad-mount-tmp", "/tmp"), byPolicy(policy, `mounts at "/tmp"`)}, // above the plugin's /tmp/gpushare
 		{admissionPod("default", "ok-core-30", "", "4", core("30")), nil},
-		{withMount("ok-mount-tmp", "/tmp"), nil}, // mounted below the plugin's /tmp/gpushare (containerd orders mounts by depth)
-		{withEnv("ok-env-other", "CUDA_VISIBLE_DEVICES"), nil},
+		{withMount("ok-mount-data", "/data"), nil},
+		{withEnv("ok-env-other", "LIBCUDA_LOG_LEVEL"), nil},
 		{admissionPod("default", "bad-500m", "", "500m", nil), []string{"must be an integer"}},
 		{admissionPod("default", "bad-zero", "", "0", nil), byPolicy(policy, `container "main" asks aliyun.com/gpu-mem=0`, "must be a positive number of units")},
 		{admissionPod("default", "bad-2000", "", "2000", nil), byPolicy(policy, "2000 units", "more than any GPU holds (at most 1024 units per GPU)")},
@@ -598,6 +612,9 @@ func (a *admissionEnv) podUpdateCases() []admissionCase {
 		{name: "a user writes the preemption hold", do: a.patchPod(a.admin, merge, "default", "ok-4",
 			annotate(a.t, map[string]string{contract.DefaultPreemptionKey: `{"node":"gpu-a","gpu":0,"units":4,"until":"2030-01-01T00:00:00Z"}`})),
 			want: byPolicy(policy, "written by the gpushare extender only")},
+		{name: "a user rewrites a placement", do: a.patchPod(a.admin, merge, "default", "on-b",
+			annotate(a.t, map[string]string{contract.AnnotationIndex: "1"})),
+			want: byPolicy(policy, contract.AnnotationIndex, "written by the gpushare extender and share-plugin only")},
 	}
 }
 
