@@ -125,10 +125,10 @@ done
 if [ ${#REAL[@]} -gt 0 ]; then
 	log "real node: a pod on kubelet + containerd, its env from share-plugin's Allocate"
 	kubectl apply -f hack/demo/real-node-pod.yaml >&2
-	kubectl wait --for=jsonpath='{.status.phase}'=Running pod/real-node-1 --timeout=120s >&2 || true
+	kubectl -n real-node wait --for=jsonpath='{.status.phase}'=Running pod/real-node-1 --timeout=120s >&2 || true
 	sleep 1
-	echo "\$ kubectl logs real-node-1"
-	kubectl logs real-node-1 || true
+	echo "\$ kubectl -n real-node logs real-node-1"
+	kubectl -n real-node logs real-node-1 || true
 	echo
 fi
 kubectl get pods -o wide

@@ -91,6 +91,13 @@ func startRealNodeWithPlugin(t *testing.T, pluginFlags ...string) (*env, []contr
 // startRealNodeWith is startRealNodeWithPlugin on a node shaped by o; it also returns the node.
 func startRealNodeWith(t *testing.T, o framework.RealNodeOptions, pluginFlags ...string) (*env, *framework.RealNode, []contract.GPU) {
 	t.Helper()
+	return startRealNodePrepared(t, o, nil, pluginFlags...)
+}
+
+// startRealNodePrepared is startRealNodeWith with prepare run on the cluster before share-plugin
+// starts; the flags prepare returns are added to the plugin's.
+func startRealNodePrepared(t *testing.T, o framework.RealNodeOptions, prepare func(*env) []string, pluginFlags ...string) (*env, *framework.RealNode, []contract.GPU) {
+	t.Helper()
 	claimRealNode(t)
 	plugin, err := framework.BuildGpushare(s.root, s.work, "share-plugin", "-tags=fakenvml")
 	if err != nil {
@@ -108,6 +115,9 @@ func startRealNodeWith(t *testing.T, o framework.RealNodeOptions, pluginFlags ..
 	}
 	flags := append([]string{"--fake-gpus=dgxa100", "--fake-gpu-count=2", "--fake-gpu-memory=16Gi",
 		"--pod-resources-socket=" + node.PodResourcesSocket(), "--v=4"}, pluginFlags...)
+	if prepare != nil {
+		flags = append(flags, prepare(e)...)
+	}
 	if err := e.c.StartSharePlugin(plugin, framework.RealNodeName, flags...); err != nil {
 		t.Fatal(err)
 	}

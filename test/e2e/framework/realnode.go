@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,7 @@ type RealNode struct {
 	ctrdDir    string
 	socket     string
 	kubeletDir string
+	pause      string // our cmd/pause binary, in every local image
 }
 
 // StartRealNode starts containerd (own root, state and socket under the cluster folder),
@@ -166,16 +168,25 @@ func (n *RealNode) ctrOutput(args ...string) string {
 }
 
 func (n *RealNode) importImage(pause string) error {
+	n.pause = pause
+	return n.ImportBusyboxImage(LocalImage, nil)
+}
+
+// ImportBusyboxImage imports into the node's containerd an image named name that holds what
+// LocalImage holds (busybox-static with sh and a few applets, our pause) and extra files, by
+// their path in the image (e.g. a symlink at etc/ld.so.preload).
+func (n *RealNode) ImportBusyboxImage(name string, extra map[string]ImageFile) error {
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		return err
 	}
-	files := map[string]ImageFile{"bin/busybox": {Src: busybox}, "pause": {Src: pause}}
+	files := map[string]ImageFile{"bin/busybox": {Src: busybox}, "pause": {Src: n.pause}}
 	for _, a := range []string{"sh", "env", "sleep", "cat", "ls", "echo", "grep", "sort"} {
 		files["bin/"+a] = ImageFile{Link: "busybox"}
 	}
-	tarPath := filepath.Join(n.c.Dir, "image.tar")
-	if err := WriteOCIImage(tarPath, LocalImage, files, []string{"/pause"}); err != nil {
+	maps.Copy(files, extra)
+	tarPath := filepath.Join(n.c.Dir, "image-"+strings.NewReplacer("/", "-", ":", "-").Replace(name)+".tar")
+	if err := WriteOCIImage(tarPath, name, files, []string{"/pause"}); err != nil {
 		return err
 	}
 	return n.ctr("images", "import", tarPath)

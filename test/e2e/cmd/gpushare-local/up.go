@@ -107,7 +107,15 @@ func startRealNode(ctx context.Context, c *framework.Cluster, cfg upConfig) erro
 	if err != nil {
 		return err
 	}
-	if err := c.StartSharePlugin(cfg.plugin, framework.RealNodeName, "--fake-gpus=dgxa100", "--fake-gpu-count=2",
+	// the plugin acts as its DaemonSet's service account, held by its RBAC and the admission
+	// policies the demo applies (only it and the extender may write placements)
+	if err := c.EnsureNamespace(ctx, "kube-system"); err != nil {
+		return err
+	}
+	if err := c.Apply(ctx, filepath.Join(c.Root, "config", "share-plugin", "rbac.yaml")); err != nil {
+		return err
+	}
+	if err := c.StartSharePluginAs(cfg.plugin, framework.RealNodeName, "--fake-gpus=dgxa100", "--fake-gpu-count=2",
 		"--fake-gpu-memory=16Gi", "--pod-resources-socket="+node.PodResourcesSocket()); err != nil {
 		return err
 	}
