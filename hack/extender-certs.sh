@@ -4,6 +4,8 @@
 #   server.crt/server.key  the extender's serving certificate, for its Service's DNS names
 #                          (also the client certificate a follower forwards to the leader with)
 #   client.crt/client.key  kube-scheduler's client certificate
+#   hold.key               32 random bytes: the key the extender replicas sign their preemption
+#                          holds with (--hold-key-file)
 # and prints the kubectl commands that store them where the shipped manifests look.
 # Usage: hack/extender-certs.sh DIR [NAMESPACE] [DAYS]
 set -euo pipefail
@@ -25,11 +27,14 @@ sign() { # name subject extensions
 sign server "/CN=$svc" "subjectAltName=DNS:$svc,DNS:$svc.$ns,DNS:$svc.$ns.svc,DNS:$svc.$ns.svc.cluster.local
 extendedKeyUsage=serverAuth,clientAuth"
 sign client "/CN=kube-scheduler" "extendedKeyUsage=clientAuth"
+head -c 32 /dev/urandom >hold.key
 cat <<MSG
 Certificates written to $dir. Store them:
   # the extender: serving certificate, and the CA its clients' certificates must chain to
   kubectl -n $ns create secret generic gpushare-extender-tls \\
     --from-file=tls.crt=$dir/server.crt --from-file=tls.key=$dir/server.key --from-file=ca.crt=$dir/ca.crt
+  # the extender replicas' key for preemption holds (--hold-key-file)
+  kubectl -n $ns create secret generic gpushare-extender-hold-key --from-file=hold.key=$dir/hold.key
   # the cluster's kube-scheduler (config/scheduler-config.yaml): on every control-plane host
   install -m 0600 -D $dir/client.crt /etc/kubernetes/gpushare/client.crt
   install -m 0600 -D $dir/client.key /etc/kubernetes/gpushare/client.key

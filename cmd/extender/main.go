@@ -86,6 +86,11 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	go pods.Run(informerCtx, pods.ListWatch(client))
 	opts := []scheduler.Option{scheduler.WithNodeLister(factory.Core().V1().Nodes().Lister()),
 		scheduler.WithPodLister(pods.Lister()), scheduler.WithFilterChoosing(cfg.filterChooses), scheduler.WithPreemption(cfg.preemption)}
+	holdKey, err := holdKeyOption(cfg, logger)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, holdKey...)
 	if cfg.bindEvents {
 		eventOpts, stopEvents, err := eventOptions(ctx, informerCtx, cfg, rc)
 		if err != nil {
@@ -148,6 +153,23 @@ func eventOptions(ctx, informerCtx context.Context, cfg *config, rc *rest.Config
 		scheduler.WithEventRate(float32(cfg.eventQPS), max(1, int(2*cfg.eventQPS)))}, broadcaster.Shutdown, nil
 }
 
+// holdKeyOption reads --hold-key-file; without it the extender signs the preemption holds with
+// a key of its own process, which it says.
+func holdKeyOption(cfg *config, logger klog.Logger) ([]scheduler.Option, error) {
+	if cfg.holdKeyFile == "" {
+		if cfg.preemption {
+			logger.Info("Warning: no --hold-key-file: preemption holds are signed with a random key of this process; " +
+				"a restarted extender or a new leader ignores them (their preemptors compete again)")
+		}
+		return nil, nil
+	}
+	key, err := scheduler.LoadHoldKey(cfg.holdKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--hold-key-file: %w", err)
+	}
+	return []scheduler.Option{scheduler.WithHoldKey(key)}, nil
+}
+
 // serveProfiling serves pprof on addr (--profiling-address) until ctx ends.
 func serveProfiling(ctx context.Context, addr string) {
 	if err := scheduler.ServeProfiling(ctx, addr); err != nil {
@@ -165,7 +187,7 @@ func warmUp(ctx context.Context, ext *scheduler.Extender, warm *atomic.Bool, syn
 	debug.FreeOSMemory() // the first lists' decoded objects, garbage now, back to the OS
 	ext.Relearn()
 	ext.SyncPolicy()
-	if err := ext.RebuildHolds(); err != nil {
+	if err := ext.RebuildHolds(klog.FromContext(ctx)); err != nil {
 		klog.FromContext(ctx).Error(err, "Preemption holds not rebuilt")
 	}
 	warm.Store(true)

@@ -10,14 +10,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
-	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
-	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -74,37 +71,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	if o.metricsAddress != "" {
-		mode, _ := p.MemoryLimit()
-		if err := startMetrics(ctx, o, nv, pods, client, mode); err != nil {
-			return err
-		}
+	mode, _ := p.MemoryLimit()
+	if err := startUsage(ctx, o, nv, pods, client, mode); err != nil {
+		return err
 	}
 	return p.Run(ctx)
-}
-
-// startMetrics starts reading GPU usage every --usage-period and serving it on
-// --metrics-address; memoryLimit is the plugin's effective memory limit mode.
-func startMetrics(ctx context.Context, o *options, nv nvml.Interface, pods *deviceplugin.InformerPodSource, client kubernetes.Interface, memoryLimit string) error {
-	sampler, err := usage.New(usage.Config{
-		NVML: nv, Pods: pods, Owners: usage.ProcReader{Root: o.hostProc}, Names: o.names,
-		MemoryLimit: memoryLimit, MemoryLimitConfigured: o.memoryLimit.Mode,
-		Warn: func(ctx context.Context, pod *v1.Pod, reason, message string) error {
-			return deviceplugin.WarnPod(ctx, client, o.nodeName, pod, reason, message)
-		},
-	})
-	if err != nil {
-		return err
-	}
-	l, err := usage.Listen(o.metricsAddress)
-	if err != nil {
-		return err
-	}
-	go sampler.Run(ctx, o.usagePeriod)
-	go func() {
-		if err := usage.Serve(ctx, l, sampler); err != nil {
-			klog.FromContext(ctx).Error(err, "Metrics server stopped")
-		}
-	}()
-	return nil
 }

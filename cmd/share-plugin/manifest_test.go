@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 )
 
 func TestDaemonSetManifest(t *testing.T) {
@@ -58,6 +59,10 @@ func TestDaemonSetManifest(t *testing.T) {
 	}
 	if o.memoryLimit.Mode != "hami-core" || deviceplugin.ValidateMemoryLimit(o.memoryLimit) != nil {
 		t.Errorf("DaemonSet memory limit %+v: want hami-core with valid paths", o.memoryLimit)
+	}
+	// The kernel lets the plugin signal containers' processes only from the host's PID namespace.
+	if o.limitEscapeAction == usage.EscapeActionKill && !ds.Spec.Template.Spec.HostPID {
+		t.Error("the DaemonSet kills the processes of containers that escape their limit, but without hostPID: true it cannot")
 	}
 	for _, dir := range []string{filepath.Dir(o.memoryLimit.Library), o.memoryLimit.StateDir} {
 		if !slices.Contains(mounts, dir) {

@@ -15,10 +15,11 @@ import (
 
 // fakeOptions select a go-nvml mock host instead of the real library (fakenvml builds only).
 type fakeOptions struct {
-	host   string
-	memory string
-	gpus   int
-	links  string
+	host      string
+	memory    string
+	gpus      int
+	links     string
+	processes string
 }
 
 func (f *fakeOptions) addFlags(fs *flag.FlagSet) {
@@ -26,6 +27,7 @@ func (f *fakeOptions) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.memory, "fake-gpu-memory", "", "memory of every fake GPU, e.g. 40Gi (default: the mock's own)")
 	fs.IntVar(&f.gpus, "fake-gpu-count", 0, "keep only this many GPUs of the mock host (0 = all)")
 	fs.StringVar(&f.links, "fake-gpu-links", mockhost.LinksNVSwitch, "how the fake GPUs are joined: "+strings.Join(mockhost.LinkLayouts(), ", "))
+	fs.StringVar(&f.processes, "fake-gpu-processes-file", "", `JSON file of the fake GPUs' compute processes by NVML index, read again when it changes: {"0": [{"pid": 1234, "usedBytes": 1073741824}]}; a missing file is no processes (write it whole, by rename)`)
 }
 
 // openNVML builds the mock host.
@@ -41,6 +43,9 @@ func openNVML(f *fakeOptions) (nvml.Interface, error) {
 	h, err := mockhost.New(f.host, o)
 	if err != nil {
 		return nil, err
+	}
+	if f.processes != "" {
+		h.FollowProcessesFile(f.processes)
 	}
 	return nvml.New(h), nil
 }

@@ -7,11 +7,17 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
+	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 )
+
+// maxPolicedUsagePeriod is the longest --usage-period where limits are enforced: an escaped
+// container is caught at the next reading, and its co-tenants run short of memory until then.
+const maxPolicedUsagePeriod = 5 * time.Second
 
 // options are the command line of share-plugin.
 type options struct {
@@ -31,7 +37,11 @@ type options struct {
 	hostProc           string
 	sysfsRoot          string
 	memoryLimit        deviceplugin.MemoryLimitConfig
-	fake               fakeOptions
+	// limitEscapeAction and limitEscapeAllowance: what is done to a container that escapes its
+	// limit, and what each of its processes may use beyond it (usage.EscapePolicy).
+	limitEscapeAction    string
+	limitEscapeAllowance resource.Quantity
+	fake                 fakeOptions
 }
 
 func newOptions() *options {
@@ -47,10 +57,13 @@ func newOptions() *options {
 		qps:                50,
 		burst:              100,
 		metricsAddress:     ":9446",
-		usagePeriod:        10 * time.Second,
+		usagePeriod:        5 * time.Second,
 		hostProc:           "/proc",
 		sysfsRoot:          "/sys",
 		memoryLimit:        deviceplugin.DefaultMemoryLimitConfig(),
+
+		limitEscapeAction:    usage.EscapeActionKill,
+		limitEscapeAllowance: *resource.NewQuantity(usage.DefaultContextAllowanceBytes, resource.BinarySI),
 	}
 }
 
@@ -68,7 +81,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "API client QPS")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "API client burst")
 	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "address serving /metrics (GPU memory and utilization per card and per container); empty disables")
-	fs.DurationVar(&o.usagePeriod, "usage-period", o.usagePeriod, "how often GPU usage is read from NVML")
+	fs.DurationVar(&o.usagePeriod, "usage-period", o.usagePeriod, "how often GPU usage is read from NVML, and containers that escaped their limit are caught (at most 5s with --memory-limit=hami-core)")
 	fs.StringVar(&o.hostProc, "host-proc", o.hostProc, "the host's /proc, where GPU processes' cgroups are read (mount it, e.g. at /host/proc, when the plugin has its own PID namespace)")
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "where sysfs is mounted: a card whose NUMA node NVML does not know gets <root>/bus/pci/devices/<bus ID>/numa_node")
 	fs.StringVar(&o.memoryLimit.Mode, "memory-limit", o.memoryLimit.Mode, "how containers are held to the GPU memory they ask: hami-core (HAMi-core preloaded into every container, a limit per card) or none")
@@ -76,6 +89,16 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.memoryLimit.InstallFrom, "hami-core-install-from", o.memoryLimit.InstallFrom, "a libvgpu.so (e.g. the image's) copied to --hami-core-library at start; empty installs nothing")
 	fs.StringVar(&o.memoryLimit.StateDir, "hami-core-state-dir", o.memoryLimit.StateDir, "absolute host folder for the preload file and each container's HAMi-core counters (removed when the pod goes)")
 	fs.DurationVar(&o.memoryLimit.CollectAfter, "hami-core-collect-after", o.memoryLimit.CollectAfter, "how long a gone pod's HAMi-core counter folder is kept after it was last written")
+	fs.Var(byteSize{&o.memoryLimit.CounterSize}, "hami-core-counter-size", "size of the tmpfs mounted on each container's HAMi-core counter folder, which bounds what a container can write there on the node (needs a privileged plugin with the state folder mounted Bidirectional); at least 2Mi, or 0 for plain, unbounded host folders")
+	fs.StringVar(&o.limitEscapeAction, "limit-escape-action", o.limitEscapeAction, "with --memory-limit=hami-core, what is done to a container that escapes its GPU memory limit (seen from the host: NVML's processes, their cgroups and maps): kill (SIGKILL its processes on the card; needs hostPID) or none (the event and metrics only)")
+	fs.Func("limit-escape-allowance", "GPU memory each of a container's processes on a card may use beyond its limit there before it has escaped: the CUDA context, outside HAMi-core's count (default "+o.limitEscapeAllowance.String()+")", func(s string) error {
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return fmt.Errorf("limit escape allowance %q: %w", s, err)
+		}
+		o.limitEscapeAllowance = q
+		return nil
+	})
 	o.fake.addFlags(fs)
 }
 
@@ -88,8 +111,18 @@ func (o *options) validate() error {
 	if o.nodeName == "" {
 		errs = append(errs, errors.New("--node-name (or env NODE_NAME) is required"))
 	}
-	if o.metricsAddress != "" && o.usagePeriod <= 0 {
+	policed := o.memoryLimit.Mode == contract.MemoryLimitHAMiCore
+	if (o.metricsAddress != "" || policed) && o.usagePeriod <= 0 {
 		errs = append(errs, errors.New("--usage-period must be > 0"))
+	}
+	if policed && o.usagePeriod > maxPolicedUsagePeriod {
+		errs = append(errs, fmt.Errorf("--usage-period must be at most %v with --memory-limit=hami-core: escapes are caught once a period", maxPolicedUsagePeriod))
+	}
+	if err := usage.ValidateEscapeAction(o.limitEscapeAction); err != nil {
+		errs = append(errs, fmt.Errorf("--limit-escape-action: %w", err))
+	}
+	if o.limitEscapeAllowance.Sign() < 0 {
+		errs = append(errs, errors.New("--limit-escape-allowance must be >= 0"))
 	}
 	if err := deviceplugin.ValidateMemoryLimit(o.memoryLimit); err != nil {
 		errs = append(errs, err)

@@ -27,6 +27,14 @@ func TestOptions(t *testing.T) {
 		{name: "sysfs elsewhere", env: "n1", args: []string{"--sysfs-root=/host/sys"}},
 		{name: "no sysfs root", env: "n1", args: []string{"--sysfs-root="}, wantErr: "--sysfs-root"},
 		{name: "unknown memory limit mode", env: "n1", args: []string{"--memory-limit=mps"}, wantErr: "memory limit mode"},
+		{name: "escapes reported only", env: "n1", args: []string{"--memory-limit=hami-core", "--limit-escape-action=none", "--limit-escape-allowance=1Gi"}},
+		{name: "allowance in bytes", env: "n1", args: []string{"--limit-escape-allowance=536870912"}},
+		{name: "no allowance", env: "n1", args: []string{"--limit-escape-allowance=0"}},
+		{name: "evict is not offered", env: "n1", args: []string{"--limit-escape-action=evict"}, wantErr: "--limit-escape-action"},
+		{name: "negative allowance", env: "n1", args: []string{"--limit-escape-allowance=-1Mi"}, wantErr: "--limit-escape-allowance"},
+		{name: "limits enforced: escapes caught within 5s", env: "n1", args: []string{"--memory-limit=hami-core", "--usage-period=10s"}, wantErr: "at most 5s"},
+		{name: "limits enforced without metrics: the period is still used", env: "n1", args: []string{"--memory-limit=hami-core", "--metrics-address=", "--usage-period=0s"}, wantErr: "--usage-period"},
+		{name: "no limits: a long period is fine", env: "n1", args: []string{"--usage-period=30s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package contract_test
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,13 +69,17 @@ func wantUnits(q resource.Quantity) (int64, bool) {
 	return v, v >= 1 && v <= contract.MaxUnitsPerContainer
 }
 
-// wantGPUCount is the gpu-count annotation rule: an integer from 1 to MaxGPUsPerContainer,
-// surrounding spaces allowed.
+// wantGPUCount is the gpu-count annotation rule, the admission policy's: once trimmed of
+// surrounding spaces, '^[0-9]{1,6}$' (no sign) of a value from 1 to MaxGPUsPerContainer.
 func wantGPUCount(v string, set bool) (int, bool) {
 	if !set {
 		return 1, true
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+	v = strings.TrimSpace(v)
+	if ok, _ := regexp.MatchString(`^[0-9]{1,6}$`, v); !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
 	return n, err == nil && n >= 1 && n <= contract.MaxGPUsPerContainer
 }
 
@@ -208,9 +213,9 @@ func checkRequestBounds(t *testing.T, r *contract.PodRequest) {
 }
 
 // FuzzGPUCountAnnotation fuzzes the gpu-count annotation of a pod whose one container asks
-// units: the annotation is accepted exactly when it is an integer from 1 to 64 (spaces around
-// it allowed) that divides the units, and the container then spans that many cards, the same
-// share on each.
+// units: the annotation is accepted exactly when it is one to six digits (no sign; spaces
+// around them allowed) of an integer from 1 to 64 that divides the units, and the container
+// then spans that many cards, the same share on each.
 func FuzzGPUCountAnnotation(f *testing.F) {
 	for _, s := range []string{"1", "2", " 4 ", "64", "65", "0", "-2", "+2", "02", "2.0", "", "0x2", "9223372036854775808", "２"} {
 		f.Add(s, int64(8))

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -17,6 +16,10 @@ const MaxUnitsPerContainer = 1 << 20
 
 // MaxGPUsPerContainer bounds the gpu-count annotation.
 const MaxGPUsPerContainer = 64
+
+// countDigits is the most digits of a gpu-count annotation: the admission policy's
+// '^[0-9]{1,6}$'.
+const countDigits = 6
 
 // ErrInvalidRequest is wrapped by every request parsing error.
 var ErrInvalidRequest = errors.New("invalid gpu-mem request")
@@ -130,8 +133,8 @@ func gpusPerContainer(pod *v1.Pod, names *Names) (int, error) {
 	if !ok {
 		return 1, nil
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 1 || n > MaxGPUsPerContainer {
+	n, valid := parseDigits(v, countDigits)
+	if !valid || n < 1 || n > MaxGPUsPerContainer {
 		return 0, fmt.Errorf("%w: annotation %s=%q must be an integer from 1 to %d", ErrInvalidRequest, names.GPUCountAnnotation, v, MaxGPUsPerContainer)
 	}
 	return n, nil

@@ -17,6 +17,9 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 )
 
+// reasonAllocateFailed is the Warning Event on a pod whose Allocate failed.
+const reasonAllocateFailed = "GPUShareAllocateFailed"
+
 // Allocate answers kubelet for each container: it resolves the pod and container being admitted
 // (see resolve) and returns the contract's env naming the GPUs the extender chose. It never
 // returns a placeholder env: when it cannot resolve, kubelet gets an error saying why.
@@ -32,13 +35,15 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		if err != nil {
 			logger.Error(err, "Allocate could not resolve the pod", "units", len(ids))
 			if ch != nil { // the pod was found but cannot be admitted: tell its owner too
-				p.warnPod(ctx, ch.pod, "GPUShareAllocateFailed", err.Error())
+				p.warnPod(ctx, ch.pod, reasonAllocateFailed, err.Error())
 			}
 			return nil, status.Error(resolveCode(err), err.Error())
 		}
 		cresp, err := p.containerResponse(ch)
 		if err != nil {
 			p.tracker.retract(devicesKey(ids), refOf(ch))
+			logger.Error(err, "Allocate could not answer for the container", "pod", klog.KObj(ch.pod), "container", ch.container.Name)
+			p.warnPod(ctx, ch.pod, reasonAllocateFailed, err.Error())
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
 		p.checkAlignment(ctx, ch, ids)

@@ -140,6 +140,8 @@ func TestAllocateBrokenPodFailsAlone(t *testing.T) {
 			broken: st.MakePod().Name("broken").Node(testNode).Created(t0).NamedGPUMem("c", 2).Obj()},
 		{name: "placement on a GPU the node lacks", wantMsg: "which node n1 does not have",
 			broken: st.MakePod().Name("broken").Node(testNode).Created(t0).NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {9: 2}}).Obj()},
+		{name: "forged placement: two whole cards for two units", wantMsg: "does not match the container's ask",
+			broken: st.MakePod().Name("broken").Node(testNode).Created(t0).NamedGPUMem("c", 2).Allocation(contract.Allocation{"0": {0: 16, 1: 16}}).Obj()},
 	}
 	modes := map[string]kubeletMode{
 		"no PodResources": noPodResources,

@@ -74,8 +74,9 @@ func advertised(p *Plugin) map[string]bool {
 // a node with one pod whose size, placement annotation, predecessor's index annotation and
 // gpu-count annotation are fuzzed. The answer must be exactly what the contract says: an ID
 // the plugin never advertised, or one named twice, is InvalidArgument; no pod waiting for that many units is
-// NotFound; a pod without a usable placement, or one that would put a card over its capacity,
-// is FailedPrecondition; otherwise the env names the container's cards of the placement, in
+// NotFound; a pod without a usable placement (none, a card the node lacks, or not the
+// container's ask split evenly over its gpu-count cards), or one that would put a card over
+// its capacity, is FailedPrecondition; otherwise the env names the container's cards of the placement, in
 // index order, with the pod's and the container's units. Nothing panics, every failure is a
 // gRPC status, and a second Allocate never gets the same container.
 func FuzzAllocate(f *testing.F) {
@@ -146,6 +147,9 @@ func expectAllocate(p *Plugin, pod *v1.Pod, ids []string) (codes.Code, map[strin
 	if err != nil || !ok || len(own) == 0 || slices.ContainsFunc(slices.Collect(maps.Keys(own)), func(g int) bool { return g < 0 || g >= fuzzGPUs }) {
 		return codes.FailedPrecondition, nil // no usable placement
 	}
+	if !placedAsAsked(req.Containers[0], own) {
+		return codes.FailedPrecondition, nil // a placement that does not match the ask (forged)
+	}
 	for g, u := range alloc.PerGPU() {
 		if g >= 0 && g < fuzzGPUs && u > fuzzGPUUnits {
 			return codes.FailedPrecondition, nil // would put the card over capacity
@@ -163,6 +167,20 @@ func expectAllocate(p *Plugin, pod *v1.Pod, ids []string) (codes.Code, map[strin
 		contract.EnvContainer:      strconv.FormatInt(req.Containers[0].Units, 10),
 		contract.EnvDev:            strconv.Itoa(fuzzGPUUnits),
 	}
+}
+
+// placedAsAsked is the contract's rule for a container's placement, written independently of
+// contract.CheckPlacement: exactly c.GPUs cards, c.Units/c.GPUs units on each.
+func placedAsAsked(c contract.ContainerRequest, own map[int]int64) bool {
+	if len(own) != c.GPUs {
+		return false
+	}
+	for _, u := range own {
+		if u*int64(c.GPUs) != c.Units {
+			return false
+		}
+	}
+	return true
 }
 
 // FuzzPreferredAllocation calls GetPreferredAllocation with fuzzed available and must-include

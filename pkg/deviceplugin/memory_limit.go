@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,14 +90,23 @@ type MemoryLimitConfig struct {
 	// StateDir is an absolute host folder for the preload file and one counter folder per
 	// container (StateDir/pods/<pod UID>/<container>), removed when the pod is gone.
 	StateDir string
+	// CounterSize bounds each container's counter folder, in bytes: the plugin mounts a tmpfs
+	// of that size on it (see counter_tmpfs.go), which needs CAP_SYS_ADMIN and the state folder
+	// mounted with Bidirectional propagation. 0 hands out plain host folders, unbounded: a
+	// container may then fill the node's disk through its folder. DefaultMemoryLimitConfig sets
+	// DefaultCounterSize.
+	CounterSize int64
 	// CollectAfter is how long a gone pod's folder is kept after it was last written.
 	CollectAfter time.Duration
 }
 
+// PreloadHostPath is the host file the plugin mounts at ContainerPreloadPath.
+func (c *MemoryLimitConfig) PreloadHostPath() string { return filepath.Join(c.StateDir, preloadFile) }
+
 // DefaultMemoryLimitConfig is no limits, with HAMi-core's default paths.
 func DefaultMemoryLimitConfig() MemoryLimitConfig {
 	return MemoryLimitConfig{Mode: MemoryLimitNone, Library: DefaultHAMiCoreLibrary, StateDir: DefaultMemoryLimitState,
-		CollectAfter: DefaultCollectAfter}
+		CollectAfter: DefaultCollectAfter, CounterSize: DefaultCounterSize}
 }
 
 // WithMemoryLimit sets how containers are held to the memory they asked. Default
@@ -124,6 +132,10 @@ func (c *MemoryLimitConfig) validate() error {
 	if c.CollectAfter < 0 {
 		return fmt.Errorf("%w: HAMi-core collect-after %s is negative", ErrInvalidConfig, c.CollectAfter)
 	}
+	if c.CounterSize < 0 || (c.CounterSize > 0 && c.CounterSize < MinCounterSize) {
+		return fmt.Errorf("%w: HAMi-core counter size %d bytes: want 0 (unbounded) or at least %d, the size of HAMi-core's counter file",
+			ErrInvalidConfig, c.CounterSize, MinCounterSize)
+	}
 	if c.InstallFrom != "" && !filepath.IsAbs(c.InstallFrom) {
 		return fmt.Errorf("%w: HAMi-core library source %q must be an absolute path", ErrInvalidConfig, c.InstallFrom)
 	}
@@ -143,14 +155,16 @@ type limiter struct {
 	// cacheFile is the counter file's name, after the library's hash: HAMi-core's first process
 	// fixes the file's layout, so a container restarted after a library upgrade starts a new one.
 	cacheFile string
+	// mounter bounds the counter folders (cfg.CounterSize).
+	mounter counterMounter
 }
 
 // newLimiter prepares the configured mode: with HAMi-core it installs and checks the library,
 // writes the preload file and makes the counter folder. A failure does not stop the plugin; it
 // leaves the node without limits, said in the log, the node annotation, the metrics and an
 // event on every pod admitted so.
-func newLimiter(ctx context.Context, cfg MemoryLimitConfig) *limiter {
-	l := &limiter{cfg: cfg, mode: cfg.Mode}
+func newLimiter(ctx context.Context, cfg MemoryLimitConfig, mounter counterMounter) *limiter {
+	l := &limiter{cfg: cfg, mode: cfg.Mode, mounter: mounter}
 	if cfg.Mode != MemoryLimitHAMiCore {
 		klog.FromContext(ctx).Info("GPU memory limits are off: containers may use whole cards", "memoryLimit", cfg.Mode)
 		return l
@@ -162,7 +176,7 @@ func newLimiter(ctx context.Context, cfg MemoryLimitConfig) *limiter {
 		return l
 	}
 	klog.FromContext(ctx).Info("GPU memory limits on: every container is held to its ask by HAMi-core",
-		"library", cfg.Library, "stateDir", cfg.StateDir)
+		"library", cfg.Library, "stateDir", cfg.StateDir, "counterSizeBytes", cfg.CounterSize)
 	return l
 }
 
@@ -262,7 +276,8 @@ func writeFileAtomic(path string, data []byte) error {
 
 // containerLimits returns the mounts and env that hold a container to its ask on its cards
 // (perCard: its units on each card it sees, in the order of NVIDIA_VISIBLE_DEVICES), and makes
-// its counter folder. Without enforcement it returns nothing.
+// its counter folder, bounded by a tmpfs of cfg.CounterSize (boundCounters) as the last step
+// that can fail, so that no error leaves a mount behind. Without enforcement it returns nothing.
 func (l *limiter) containerLimits(pod *v1.Pod, container string, perCard []int64, unitBytes int64, corePercent int) ([]*pluginapi.Mount, map[string]string, error) {
 	if !l.enforced() {
 		return nil, nil, nil
@@ -278,6 +293,9 @@ func (l *limiter) containerLimits(pod *v1.Pod, container string, perCard []int64
 	}
 	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		return nil, nil, fmt.Errorf("pod %s container %s: counter folder: %w", klog.KObj(pod), container, err)
+	}
+	if err := l.boundCounters(dir); err != nil {
+		return nil, nil, fmt.Errorf("pod %s container %s: %w", klog.KObj(pod), container, err)
 	}
 	env := map[string]string{
 		EnvSharedCache: ContainerCacheDir + "/" + l.cacheFile,
@@ -308,7 +326,7 @@ func (l *limiter) containerDir(uid types.UID, container string) (string, error) 
 }
 
 // collect removes the counter folders of pods that are gone from the node (not in pods) and
-// were not written for CollectAfter.
+// were not written for CollectAfter, unmounting their tmpfs first.
 func (l *limiter) collect(ctx context.Context, pods []*v1.Pod, now time.Time) {
 	if !l.enforced() {
 		return
@@ -328,7 +346,7 @@ func (l *limiter) collect(ctx context.Context, pods []*v1.Pod, now time.Time) {
 		if err != nil || live[e.Name()] || now.Sub(info.ModTime()) < l.cfg.CollectAfter {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.removeCounters(filepath.Join(root, e.Name())); err != nil {
 			klog.FromContext(ctx).Error(err, "Removing a gone pod's HAMi-core counters failed", "podUID", e.Name())
 			continue
 		}

@@ -69,6 +69,10 @@ func TestMemoryLimitConfigValidate(t *testing.T) {
 		{name: "state folder not absolute", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "state"}, wantErr: "absolute, clean path"},
 		{name: "install source not absolute", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", InstallFrom: "l.so"}, wantErr: "must be an absolute path"},
 		{name: "library where the counters go", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: ContainerCacheDir + "/l.so", StateDir: "/s"}, wantErr: "collides"},
+		{name: "counter folders bounded", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: DefaultCounterSize}},
+		{name: "counter folders at the smallest bound", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: MinCounterSize}},
+		{name: "counter folders smaller than HAMi-core's file", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: 64 << 10}, wantErr: "counter size 65536 bytes"},
+		{name: "negative counter size", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: -1}, wantErr: "counter size -1 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -333,7 +337,7 @@ func TestMemoryLimitInstallsLibrary(t *testing.T) {
 	cfg := MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: filepath.Join(dir, "host", "lib", "libvgpu.so"),
 		InstallFrom: src, StateDir: filepath.Join(dir, "state")}
 	_, ctx := ktesting.NewTestContext(t)
-	if l := newLimiter(ctx, cfg); !l.enforced() {
+	if l := newLimiter(ctx, cfg, &fakeMounter{}); !l.enforced() {
 		t.Fatalf("limiter not enforced: %s", l.reason)
 	}
 	want, _ := os.ReadFile(src)
@@ -343,7 +347,7 @@ func TestMemoryLimitInstallsLibrary(t *testing.T) {
 	}
 	// a second start with the same library leaves the file (and so running containers' mounts) alone
 	before, _ := os.Stat(cfg.Library)
-	if l := newLimiter(ctx, cfg); !l.enforced() {
+	if l := newLimiter(ctx, cfg, &fakeMounter{}); !l.enforced() {
 		t.Fatalf("second start not enforced: %s", l.reason)
 	}
 	after, _ := os.Stat(cfg.Library)
@@ -354,7 +358,7 @@ func TestMemoryLimitInstallsLibrary(t *testing.T) {
 	if err := os.WriteFile(src, []byte("truncated"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if l := newLimiter(ctx, cfg); l.enforced() || l.mode != contract.MemoryLimitUnavailable {
+	if l := newLimiter(ctx, cfg, &fakeMounter{}); l.enforced() || l.mode != contract.MemoryLimitUnavailable {
 		t.Errorf("a broken library from the image gave mode %s", l.mode)
 	}
 }
@@ -362,7 +366,7 @@ func TestMemoryLimitInstallsLibrary(t *testing.T) {
 func TestMemoryLimitCollectsGonePods(t *testing.T) {
 	cfg := limitConfig(t, t.TempDir())
 	_, ctx := ktesting.NewTestContext(t)
-	l := newLimiter(ctx, cfg)
+	l := newLimiter(ctx, cfg, &fakeMounter{})
 	live := st.MakePod().Name("live").Obj()
 	for _, uid := range []string{"uid-live", "uid-gone", "uid-young"} {
 		if err := os.MkdirAll(filepath.Join(cfg.StateDir, podsDir, uid, "c"), 0o755); err != nil {

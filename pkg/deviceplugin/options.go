@@ -29,6 +29,8 @@ type config struct {
 	memoryLimit  MemoryLimitConfig
 	sysfsRoot    string
 	logger       klog.Logger
+	// counterMounter bounds HAMi-core's counter folders (tmpfsMounter; tests fake it).
+	counterMounter counterMounter
 }
 
 func defaultConfig() config {
@@ -43,8 +45,14 @@ func defaultConfig() config {
 		memoryLimit:  DefaultMemoryLimitConfig(),
 		sysfsRoot:    "/sys",
 		logger:       klog.Background(),
+
+		counterMounter: tmpfsMounter{},
 	}
 }
+
+// withCounterMounter replaces the tmpfs mounts of the counter folders (tests that cannot
+// mount).
+func withCounterMounter(m counterMounter) Option { return func(c *config) { c.counterMounter = m } }
 
 // Option changes the plugin's configuration.
 type Option func(*config)

@@ -54,7 +54,7 @@ func New(nv nvml.Interface, client kubernetes.Interface, opts ...Option) (*Plugi
 	if cfg.pods == nil {
 		cfg.pods = NewInformerPodSource(client, cfg.nodeName)
 	}
-	limits := newLimiter(klog.NewContext(context.Background(), cfg.logger), cfg.memoryLimit)
+	limits := newLimiter(klog.NewContext(context.Background(), cfg.logger), cfg.memoryLimit, cfg.counterMounter)
 	return &Plugin{cfg: cfg, nv: nv, client: client, inv: inv, tracker: &tracker{}, reconciler: newReconciler(), limits: limits}, nil
 }
 

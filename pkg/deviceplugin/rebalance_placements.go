@@ -130,7 +130,10 @@ func assign(slots []*slot, fixed, soft map[*slot]map[int]int64) (map[*slot]map[i
 	return want, nil
 }
 
-// slots lists the gpu-mem containers of the node's unassigned pods, in a stable order.
+// slots lists the gpu-mem containers of the node's unassigned pods, in a stable order. A
+// container whose placement does not match its ask (contract.CheckPlacement; a forged
+// annotation) is left out, and so keeps its annotation: trading it would hand its placement,
+// and the memory it claims, to a container that asked less, whose Allocate would then fail.
 func (p *Plugin) slots(pods map[types.NamespacedName]*v1.Pod) []*slot {
 	var out []*slot
 	for nn, pod := range pods {
@@ -146,6 +149,9 @@ func (p *Plugin) slots(pods map[types.NamespacedName]*v1.Pod) []*slot {
 			continue
 		}
 		for _, c := range req.Containers {
+			if contract.CheckPlacement(c, alloc[c.Key]) != nil {
+				continue // never trade a placement that does not match its ask onto another container
+			}
 			out = append(out, &slot{pod: pod, ref: containerRef{uid: pod.UID, pod: nn, key: c.Key, name: c.Name},
 				units: c.Units, init: c.Init, ann: maps.Clone(alloc[c.Key])})
 		}

@@ -100,9 +100,26 @@ func (t *tracker) candidateLocked(r admitRules, pod *v1.Pod, livePods int, units
 	case len(ch.placement) == 0:
 		ch.broken = fmt.Sprintf("placement has no entry for container %s (%q)", next.Key, next.Name)
 	default:
-		ch.broken = r.missingGPU(ch.placement)
+		ch.broken = r.checkPlacement(next, ch.placement)
 	}
 	return ch, ""
+}
+
+// checkPlacement says why placement cannot be handed to container c ("" when it can): it must
+// be what the extender places for c's ask (contract.CheckPlacement: c's units split evenly
+// over c's card count), on cards the node has. A placement annotation is only as trustworthy
+// as whoever wrote it, and Allocate's answer (its cards and per-card limits) is built from it,
+// so a hand-written one asking one unit and naming two whole cards must fail here.
+//
+// Only c's own entry is judged, not its siblings': when the kubelet admitted another pod's
+// container of equal units than the one Allocate guessed, the correction
+// (rebalance_placements.go) may have written a sibling an entry of another card count, and
+// that sibling, already allocated, must not fail the containers that follow it.
+func (r admitRules) checkPlacement(c contract.ContainerRequest, placement map[int]int64) string {
+	if err := contract.CheckPlacement(c, placement); err != nil {
+		return "refusing a placement that does not match the container's ask: " + err.Error()
+	}
+	return r.missingGPU(placement)
 }
 
 // nextContainerLocked is the container of pod that kubelet allocates next: the first gpu-mem

@@ -135,6 +135,52 @@ func TestPlanPreemption(t *testing.T) {
 	}
 }
 
+// TestPlanPreemptionOverHeldCard: a caller's view may count units held for other preemptors as
+// used beyond the card's capacity. The held units come out of what the terminating pods and the
+// victims free: the same terminating memory is not planned on twice.
+func TestPlanPreemptionOverHeldCard(t *testing.T) {
+	info := func(p *placement.PodInfo) placement.VictimInfo {
+		return placement.VictimInfo{Priority: 0, Terminating: p.Name[0] == 't'}
+	}
+	tests := []struct {
+		name        string
+		pods        []*v1.Pod
+		held        int64 // units held on card 0 for other preemptors
+		wantVictims []string
+		wantWaiting []string // nil with wantVictims nil: no plan
+	}{
+		{name: "half of a terminating pod's memory held: the other half is the pod's", pods: []*v1.Pod{
+			st.MakePod().Name("t1").GPUMem(16).Node("n").Placement(`{"0":{"0":16}}`).Obj()}, held: 8, wantVictims: []string{}, wantWaiting: []string{"t1"}},
+		{name: "all of a terminating pod's memory held: nothing left", pods: []*v1.Pod{
+			st.MakePod().Name("t1").GPUMem(16).Node("n").Placement(`{"0":{"0":16}}`).Obj()}, held: 16},
+		{name: "held beyond what is free: a victim frees the rest", pods: []*v1.Pod{
+			st.MakePod().Name("t1").GPUMem(8).Node("n").Placement(`{"0":{"0":8}}`).Obj(),
+			st.MakePod().Name("a").GPUMem(8).Node("n").Placement(`{"0":{"0":8}}`).Obj()}, held: 8, wantVictims: []string{"a"}, wantWaiting: []string{"t1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := *nodeWith(t, st.MakeNode("n").GPUs(16).Obj(), tt.pods...)
+			node.SetGPUs(node.GPUs)
+			node.GPUs[0].Used += tt.held
+			node.Summarize()
+			plan, ok := placement.PlanPreemption(&node, mustRequest(t, st.MakePod().Name("p").GPUMem(8).Obj()), 10, info)
+			if ok != (tt.wantWaiting != nil) {
+				t.Fatalf("PlanPreemption() = %+v, %v; want a plan: %v", plan, ok, tt.wantWaiting != nil)
+			}
+			names := func(pods []placement.PodInfo) []string {
+				out := []string{}
+				for _, p := range pods {
+					out = append(out, p.Name)
+				}
+				return out
+			}
+			if ok && (!slices.Equal(names(plan.Victims), tt.wantVictims) || !slices.Equal(names(plan.Waiting), tt.wantWaiting)) {
+				t.Errorf("victims %v waiting %v, want %v and %v", names(plan.Victims), names(plan.Waiting), tt.wantVictims, tt.wantWaiting)
+			}
+		})
+	}
+}
+
 // BenchmarkPlanPreemption plans on a full node of 8 x 16 GiB cards holding 64 pods of 2 GiB,
 // all of lower priority: every card is a candidate, as in a busy cluster's preemption.
 func BenchmarkPlanPreemption(b *testing.B) {

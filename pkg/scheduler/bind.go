@@ -75,8 +75,8 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 		}
 		return err
 	}
-	e.learn(pod, &req)      // now that the pod is bound
-	e.holds.remove(pod.UID) // a preemptor bound: what it held is its own now
+	e.learn(pod, &req)  // now that the pod is bound
+	e.endHold(ctx, pod) // a preemptor bound: what it held is its own now
 	e.metrics.binds.Add(1)
 	e.recordAssigned(pod, args.Node, ann)
 	return nil

@@ -48,6 +48,14 @@ type Extender struct {
 	holds            *holdSet
 	preempting       sync.Map
 	preemptionEvents sync.Map
+	// preemptionsDeferred is when each pod's preemption was last put off (preempt_plan.go).
+	preemptionsDeferred sync.Map
+	// planning serialises planning a preemption with writing its hold and putting it in force
+	// (preempt_plan.go), so that each plan sees the holds of the plans before it: a semaphore of
+	// one, which a caller stops waiting for when its context ends. It guards no data of its own.
+	planning chan struct{}
+	// holdKey signs and verifies the holds (hold_mac.go).
+	holdKey []byte
 	// holdsLed is whether this replica led at the last look (a new leader rebuilds the holds);
 	// holdsSwept when the holds were last checked against the API's pods (unix nanoseconds).
 	holdsLed   atomic.Bool
@@ -79,11 +87,14 @@ func WithFilterChoosing(on bool) Option { return func(e *Extender) { e.filterCho
 // NewExtender returns an extender over c that binds through client.
 func NewExtender(c cache.Cache, client kubernetes.Interface, policy placement.Policy, names contract.Names, opts ...Option) *Extender {
 	e := &Extender{cache: c, client: client, policy: policy, names: names, now: time.Now, metrics: NewMetrics(),
-		settleOpts: DefaultSettleOptions(), preemption: true}
+		settleOpts: DefaultSettleOptions(), preemption: true, planning: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(e)
 	}
 	e.holds = newHoldSet(func() time.Time { return e.now() })
+	if len(e.holdKey) == 0 {
+		e.holdKey = randomHoldKey()
+	}
 	return e
 }
 

@@ -285,7 +285,7 @@ func (h *Handler) bind(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if err := h.ext.BindGang(h.ctx(r), &args); err != nil {
 		h.ext.metrics.bindFailures.Add(1)
 		h.logger.Info("Bind failed", "pod", args.PodNamespace+"/"+args.PodName, "node", args.Node, "err", err)
-		res.Error = err.Error()
+		res.Error = wire.EscapeFormat(err.Error()) // kube-scheduler formats it (wire.EscapeFormat)
 	}
 	writeJSON(w, http.StatusOK, res)
 }

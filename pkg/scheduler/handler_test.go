@@ -346,14 +346,18 @@ func TestHandlerRoutes(t *testing.T) {
 		},
 		{
 			// The extender preempts for gpu-mem pods itself (preempt_test.go) and leaves kube-scheduler
-			// no GPU victims to delete: here no pod of lower priority than p's frees a card.
+			// no GPU victims to delete. Here p's 4 GiB fit n4's card now (6 free; n1's are emptier):
+			// the card is held for p and no GPU pod is evicted; of kube-scheduler's victims on n4,
+			// only uid-other, which holds no gpu-mem (needed for CPU or memory), is passed back.
 			name: "preempt leaves kube-scheduler no GPU victims", method: http.MethodPost, path: pre + "/preempt",
 			body: mustJSON(t, extenderv1.ExtenderPreemptionArgs{Pod: pod, NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
 				"n1": {}, "n2": {Pods: []*extenderv1.MetaPod{{UID: "uid-busy"}}, NumPDBViolations: 1},
-				"n3": {}, "n4": {Pods: []*extenderv1.MetaPod{{UID: "uid-other"}}}, "ghost": {},
+				"n3": {}, "n4": {Pods: []*extenderv1.MetaPod{{UID: "uid-other"}, {UID: "uid-half"}}}, "ghost": {},
 			}}),
 			wantStatus: http.StatusOK, wantType: jsonType,
-			want: extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{}},
+			want: extenderv1.ExtenderPreemptionResult{NodeNameToMetaVictims: map[string]*extenderv1.MetaVictims{
+				"n4": {Pods: []*extenderv1.MetaPod{{UID: "uid-other"}}},
+			}},
 		},
 		{
 			name: "preempt with garbage JSON is a 400", method: http.MethodPost, path: pre + "/preempt",

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -24,7 +27,8 @@ import (
 // is, victims included: it fits there only once they are gone, so it is never started beside
 // processes that still hold the memory. A hold is written on the preemptor as an annotation
 // (Names.PreemptionAnnotation) before any victim is evicted, so that a restarted extender or a
-// new leader rebuilds it from the API (holdSet.rebuild).
+// new leader rebuilds it from the API (holdSet.rebuild); it is signed (hold_mac.go), and a
+// hold that does not verify is ignored. The bind of the preemptor removes it.
 
 // HoldRecord is the preemption annotation's value.
 type HoldRecord struct {
@@ -36,6 +40,8 @@ type HoldRecord struct {
 	Until time.Time `json:"until"`
 	// Victims are the evicted pods, namespace/name (for users; the hold does not need them).
 	Victims []string `json:"victims,omitempty"`
+	// MAC is the extender's signature of the record and the pod's UID (hold_mac.go).
+	MAC string `json:"mac,omitempty"`
 }
 
 // hold is a HoldRecord of a pod.
@@ -44,14 +50,20 @@ type hold struct {
 	pod       types.UID
 	namespace string
 	name      string
+	// victims are the UIDs of the pods evicted for it, when this replica evicted them: their
+	// memory is leaving the card, for the preemptions planned after this one.
+	victims []types.UID
 }
 
 // holdSet is the holds in force, by node. Safe for concurrent use; empty costs one atomic load.
 type holdSet struct {
-	count  atomic.Int32
-	mu     sync.RWMutex
+	count atomic.Int32
+	mu    sync.RWMutex // guards byNode and ignored
+	// byNode is the holds by node name.
 	byNode map[string][]hold
-	now    func() time.Time
+	// ignored is the pods whose hold annotation did not verify at the last rebuild.
+	ignored map[types.UID]struct{}
+	now     func() time.Time
 }
 
 func newHoldSet(now func() time.Time) *holdSet {
@@ -67,17 +79,18 @@ func (s *holdSet) add(h hold) {
 	s.count.Add(1)
 }
 
-// remove ends the pod's hold, if any.
-func (s *holdSet) remove(uid types.UID) {
+// remove ends the pod's hold, if any; it reports whether there was one.
+func (s *holdSet) remove(uid types.UID) bool {
 	if s.count.Load() == 0 {
-		return
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.removeLocked(uid)
+	return s.removeLocked(uid)
 }
 
-func (s *holdSet) removeLocked(uid types.UID) {
+// removeLocked is remove; the caller holds s.mu.
+func (s *holdSet) removeLocked(uid types.UID) bool {
 	for node, hs := range s.byNode {
 		i := slices.IndexFunc(hs, func(h hold) bool { return h.pod == uid })
 		if i < 0 {
@@ -90,8 +103,9 @@ func (s *holdSet) removeLocked(uid types.UID) {
 			s.byNode[node] = hs
 		}
 		s.count.Add(-1)
-		return
+		return true
 	}
+	return false
 }
 
 // of returns the pod's hold in force, if any.
@@ -112,6 +126,27 @@ func (s *holdSet) of(uid types.UID) (hold, bool) {
 	return hold{}, false
 }
 
+// leaving is the pods evicted for the holds in force: their memory is leaving their cards.
+func (s *holdSet) leaving() map[types.UID]bool {
+	if s.count.Load() == 0 {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now := s.now()
+	out := map[types.UID]bool{}
+	for _, hs := range s.byNode {
+		for _, h := range hs {
+			for _, v := range h.victims {
+				if now.Before(h.Until) {
+					out[v] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
 // all lists the holds (tests, metrics).
 func (s *holdSet) all() []hold {
 	s.mu.RLock()
@@ -123,8 +158,10 @@ func (s *holdSet) all() []hold {
 	return out
 }
 
-// view is node as pod sees it: the units other pods' holds keep on its cards count as used.
-// node itself when no other pod holds memory there (the usual case: no copy, no lock).
+// view is node as pod sees it: the units other pods' holds keep on its cards count as used,
+// except those of a holder the node already charges (assumed or bound there: its own
+// allocation counts, and its hold ends when its bind returns). node itself when no other pod
+// holds memory there (the usual case: no copy, no lock).
 func (s *holdSet) view(node *placement.NodeInfo, pod types.UID) *placement.NodeInfo {
 	if node == nil || s.count.Load() == 0 {
 		return node
@@ -134,7 +171,7 @@ func (s *holdSet) view(node *placement.NodeInfo, pod types.UID) *placement.NodeI
 	var extra map[int]int64
 	now := s.now()
 	for _, h := range hs {
-		if h.pod == pod || !now.Before(h.Until) {
+		if h.pod == pod || !now.Before(h.Until) || holdsGPUMem(node, h.pod) {
 			continue
 		}
 		if extra == nil {
@@ -190,19 +227,35 @@ func holdStillWanted(pods corelisters.PodLister, h hold) bool {
 	return err == nil && p.UID == h.pod && p.Spec.NodeName == "" && p.DeletionTimestamp == nil
 }
 
-// rebuild replaces the holds by those the API's pods carry in annotation key: pending pods,
-// not being deleted, whose hold has not run out and that ask at least the units held (asks).
-func (s *holdSet) rebuild(pods corelisters.PodLister, key string, asks func(*v1.Pod) int64) error {
+// rebuild replaces the holds by those the API's pods carry in annotation: pending pods, not
+// being deleted, whose hold verifies under macKey, has not run out and asks at most the units
+// the pod asks (asks). It returns the pods whose hold did not verify and that the rebuild before
+// did not report already.
+func (s *holdSet) rebuild(pods corelisters.PodLister, annotation string, macKey []byte, asks func(*v1.Pod) int64) ([]*v1.Pod, error) {
 	list, err := pods.List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("rebuild preemption holds: %w", err)
+		return nil, fmt.Errorf("rebuild preemption holds: %w", err)
 	}
 	byNode := map[string][]hold{}
+	ignored := map[types.UID]struct{}{}
+	var fresh []*v1.Pod
 	n := int32(0)
 	now := s.now()
+	s.mu.RLock()
+	before := s.ignored
+	s.mu.RUnlock()
 	for _, p := range list {
-		h, ok := holdOf(p, key)
-		if !ok || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !now.Before(h.Until) || asks(p) < h.Units {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		h, found, valid := holdOf(p, annotation, macKey)
+		if found && !valid {
+			ignored[p.UID] = struct{}{}
+			if _, seen := before[p.UID]; !seen {
+				fresh = append(fresh, p)
+			}
+		}
+		if !valid || !now.Before(h.Until) || asks(p) < h.Units {
 			continue
 		}
 		h.Until = minTime(h.Until, now.Add(MaxHold)) // whoever wrote it, a hold ends within MaxHold
@@ -211,30 +264,33 @@ func (s *holdSet) rebuild(pods corelisters.PodLister, key string, asks func(*v1.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.byNode = byNode
+	s.byNode, s.ignored = byNode, ignored
 	s.count.Store(n)
-	return nil
+	return fresh, nil
 }
 
-// holdOf reads pod's hold annotation.
-func holdOf(pod *v1.Pod, key string) (hold, bool) {
-	raw, ok := pod.Annotations[key]
-	if !ok || len(raw) > maxHoldAnnotation {
-		return hold{}, false
+// holdOf reads pod's hold annotation: found when the pod carries one, valid when it is well
+// formed and its MAC verifies under macKey.
+func holdOf(pod *v1.Pod, annotation string, macKey []byte) (h hold, found, valid bool) {
+	raw, ok := pod.Annotations[annotation]
+	if !ok {
+		return hold{}, false, false
 	}
 	var rec HoldRecord
-	if json.Unmarshal([]byte(raw), &rec) != nil || rec.Node == "" || rec.Units <= 0 {
-		return hold{}, false
+	if len(raw) > maxHoldAnnotation || json.Unmarshal([]byte(raw), &rec) != nil || rec.Node == "" || rec.Units <= 0 ||
+		!verifyHold(macKey, pod.UID, &rec) {
+		return hold{}, true, false
 	}
-	return hold{HoldRecord: rec, pod: pod.UID, namespace: pod.Namespace, name: pod.Name}, true
+	return hold{HoldRecord: rec, pod: pod.UID, namespace: pod.Namespace, name: pod.Name}, true, true
 }
 
 // maxHoldAnnotation bounds the hold annotation a pod may carry (its victims' names included).
 const maxHoldAnnotation = 16 << 10
 
 // RebuildHolds puts in force the holds the API's pods carry (a restarted extender); the
-// leader does it again whenever it starts to lead (maintainHolds).
-func (e *Extender) RebuildHolds() error {
+// leader does it again whenever it starts to lead (maintainHolds). A hold whose MAC does not
+// verify under the extender's key is ignored: logged at V(2) the first time, and counted.
+func (e *Extender) RebuildHolds(logger klog.Logger) error {
 	if !e.preemption || e.pods == nil {
 		return nil
 	}
@@ -245,7 +301,35 @@ func (e *Extender) RebuildHolds() error {
 		}
 		return req.TotalUnits()
 	}
-	return e.holds.rebuild(e.pods, e.names.PreemptionAnnotation, asks)
+	ignored, err := e.holds.rebuild(e.pods, e.names.PreemptionAnnotation, e.holdKey, asks)
+	for _, p := range ignored {
+		logger.V(2).Info("Preemption hold ignored: not signed by this extender's key (written by hand, or under another --hold-key-file)",
+			"pod", klog.KObj(p), "annotation", e.names.PreemptionAnnotation)
+		e.metrics.holdsIgnored.Inc()
+	}
+	return err
+}
+
+// endHold ends the hold of pod, just bound: it leaves the set and, when the pod carries its
+// annotation or this replica held a card for it, the annotation leaves the pod. A Binding
+// cannot remove an annotation, so a patch follows it. A failure is only logged: the hold of a
+// bound pod is never rebuilt, and the sweep drops it from the set of another replica.
+func (e *Extender) endHold(ctx context.Context, pod *v1.Pod) {
+	held := e.holds.remove(pod.UID)
+	if _, annotated := pod.Annotations[e.names.PreemptionAnnotation]; !held && !annotated {
+		return
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID,
+		"annotations": map[string]any{e.names.PreemptionAnnotation: nil}}})
+	if err == nil {
+		_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	logger := klog.FromContext(ctx)
+	if err != nil && !apierrors.IsNotFound(err) {
+		logger.Error(err, "Removing the preemption hold from a bound pod failed", "pod", klog.KObj(pod))
+		return
+	}
+	logger.V(2).Info("Preemption hold ended: the pod is bound", "pod", klog.KObj(pod))
 }
 
 // holdSweepEvery is how often, at most, the holds are checked against the API's pods.
@@ -253,7 +337,7 @@ const holdSweepEvery = time.Second
 
 // maintainHolds rebuilds the holds from the API's pods when this replica starts to lead, and
 // at most once every holdSweepEvery drops those that ran out or whose pod is gone or bound
-// (and forgets old GPUPreemptionFailed marks). Filter calls it: nearly free when nothing is held.
+// (and forgets old GPUPreemptionFailed and deferral marks). Filter calls it: nearly free when nothing is held.
 func (e *Extender) maintainHolds(logger klog.Logger) {
 	if !e.preemption {
 		return
@@ -261,7 +345,7 @@ func (e *Extender) maintainHolds(logger klog.Logger) {
 	if e.leadership != nil && e.pods != nil {
 		if e.leadership.Leading() {
 			if !e.holdsLed.Swap(true) {
-				if err := e.RebuildHolds(); err != nil {
+				if err := e.RebuildHolds(logger); err != nil {
 					logger.Error(err, "Rebuilding the preemption holds failed")
 				} else if n := e.holds.count.Load(); n > 0 {
 					logger.Info("Leading: preemption holds rebuilt from the pods", "holds", n)
@@ -282,6 +366,12 @@ func (e *Extender) maintainHolds(logger klog.Logger) {
 	e.preemptionEvents.Range(func(k, v any) bool {
 		if t, ok := v.(time.Time); !ok || e.now().Sub(t) >= preemptionEventEvery {
 			e.preemptionEvents.Delete(k)
+		}
+		return true
+	})
+	e.preemptionsDeferred.Range(func(k, v any) bool {
+		if t, ok := v.(time.Time); !ok || e.now().Sub(t) >= preemptionDeferral {
+			e.preemptionsDeferred.Delete(k)
 		}
 		return true
 	})

@@ -29,6 +29,8 @@ type Metrics struct {
 	// preemptions counts GPU preemptions started, preemptionsFailed the pods told they cannot
 	// preempt, victims the pods evicted and unitsEvicted their units on the freed cards.
 	preemptions, preemptionsFailed, victims, unitsEvicted prometheus.Counter
+	// holdsIgnored counts the hold annotations not honoured because their MAC did not verify.
+	holdsIgnored prometheus.Counter
 }
 
 // NewMetrics returns zeroed metrics in a registry of their own.
@@ -48,7 +50,8 @@ func NewMetrics() *Metrics {
 		settledReleased:   counter("gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released)."),
 		rollbacks:         counter("gpushare_bind_rollbacks_total", "Charges released because the API server refused the pod's Binding."),
 		unauthenticated:   counter("gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified."),
-		preemptions:       counter("gpushare_preemptions_total", "GPU preemptions started: a card chosen, its hold written, its victims evicted."),
+		preemptions:       counter("gpushare_preemptions_total", "GPU preemptions started: a hold written and at least one victim evicted for it (plans and holds that evict nothing do not count)."),
+		holdsIgnored:      counter("gpushare_preemption_holds_ignored_total", "Preemption hold annotations ignored because their MAC did not verify under the extender's key (written by hand, or under a key no longer in use), once per pod."),
 		preemptionsFailed: counter("gpushare_preemptions_failed_total", "Pods that fit no card and could not preempt (policy Never, no lower-priority pod frees a card, PodDisruptionBudgets), at most one a minute per pod and reason."),
 		victims:           counter("gpushare_preemption_victims_total", "Pods evicted by GPU preemption."),
 		unitsEvicted:      counter("gpushare_preemption_evicted_units_total", "GPU memory units the evicted pods held on the freed cards."),
@@ -69,7 +72,7 @@ func NewMetrics() *Metrics {
 	}
 	m.registry.MustRegister(m.filters, m.prioritizes, m.binds, m.bindFailures, m.preempts, m.unsettled,
 		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.eventsDropped, m.duration, m.unfit, m.forwards,
-		m.preemptions, m.preemptionsFailed, m.victims, m.unitsEvicted)
+		m.preemptions, m.preemptionsFailed, m.victims, m.unitsEvicted, m.holdsIgnored)
 	return m
 }
 

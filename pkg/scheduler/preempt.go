@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -179,85 +178,6 @@ func (e *Extender) preemptInBackground(ctx context.Context, pod *v1.Pod, req *co
 	}()
 }
 
-// preemptGPU frees a card for pod on one of names, if the pod may preempt and some card can be
-// freed: it returns the plan it carried out. A pod with a hold in force, or a preemption in
-// progress, preempts nothing more. Only the leader preempts.
-func (e *Extender) preemptGPU(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, names []string) (placement.PreemptionPlan, bool) {
-	logger := klog.FromContext(ctx)
-	if !e.Leading() || len(names) == 0 {
-		return placement.PreemptionPlan{}, false
-	}
-	if h, ok := e.holds.of(pod.UID); ok {
-		logger.V(4).Info("Preemption already holds a card for the pod", "pod", klog.KObj(pod), "node", h.Node, "gpu", h.GPU)
-		return placement.PreemptionPlan{}, false
-	}
-	if _, busy := e.preempting.LoadOrStore(pod.UID, struct{}{}); busy {
-		return placement.PreemptionPlan{}, false
-	}
-	defer e.preempting.Delete(pod.UID)
-	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
-		e.preemptionFailed(pod, "its preemptionPolicy is Never")
-		return placement.PreemptionPlan{}, false
-	}
-	if placement.PreemptionUnsupported(req) {
-		e.preemptionFailed(pod, "only pods of one container on one card preempt")
-		return placement.PreemptionPlan{}, false
-	}
-	priority := cache.PodPriority(pod)
-	protected := map[types.UID]string{} // victims a PodDisruptionBudget protects, and why
-	for range maxPreemptionTries {
-		plan, ok := e.planPreemption(pod, req, priority, names, protected)
-		if !ok {
-			why := "no pod of lower priority frees enough of one card on any candidate node"
-			if len(protected) > 0 {
-				why += "; evictions refused: " + joinReasons(protected)
-			}
-			e.preemptionFailed(pod, why)
-			return placement.PreemptionPlan{}, false
-		}
-		blocked, err := e.checkEvictions(ctx, plan.Victims)
-		if err != nil {
-			logger.Error(err, "Preemption: checking the evictions failed", "pod", klog.KObj(pod), "node", plan.Node)
-			return placement.PreemptionPlan{}, false
-		}
-		if len(blocked) > 0 {
-			for uid, why := range blocked {
-				protected[uid] = why
-			}
-			continue
-		}
-		if err := e.startPreemption(ctx, pod, &plan); err != nil {
-			logger.Error(err, "Preemption failed", "pod", klog.KObj(pod), "node", plan.Node, "gpu", plan.Index)
-			return placement.PreemptionPlan{}, false
-		}
-		return plan, true
-	}
-	e.preemptionFailed(pod, "evictions refused: "+joinReasons(protected))
-	return placement.PreemptionPlan{}, false
-}
-
-// planPreemption is the cheapest plan over names, as pod sees them (other pods' holds count).
-func (e *Extender) planPreemption(pod *v1.Pod, req *contract.PodRequest, priority int32, names []string, protected map[types.UID]string) (placement.PreemptionPlan, bool) {
-	info := func(p *placement.PodInfo) placement.VictimInfo {
-		_, blocked := protected[p.UID]
-		// An assumed pod is being bound right now: not a victim (its Binding may land).
-		return placement.VictimInfo{Priority: p.Priority, Terminating: p.Terminating, Protected: blocked || p.State == placement.PodAssumed}
-	}
-	var best placement.PreemptionPlan
-	found := false
-	for _, name := range names {
-		node, ok := e.cache.Node(name)
-		if !ok {
-			continue
-		}
-		plan, ok := placement.PlanPreemption(e.holds.view(node, pod.UID), req, priority, info)
-		if ok && (!found || plan.Compare(&best) < 0) {
-			best, found = plan, true
-		}
-	}
-	return best, found
-}
-
 // podObject is the API's pod namespace/name with uid: the informer's (pending pods), else the
 // API server's.
 func (e *Extender) podObject(ctx context.Context, namespace, name string, uid types.UID) (*v1.Pod, bool) {
@@ -306,40 +226,17 @@ func (e *Extender) evict(ctx context.Context, v *placement.PodInfo, dryRun bool)
 	return e.client.PolicyV1().Evictions(v.Namespace).Evict(ctx, ev) //nolint:wrapcheck // the callers say which pod
 }
 
-// startPreemption writes the hold on the preemptor, puts it in force and evicts the victims.
-func (e *Extender) startPreemption(ctx context.Context, pod *v1.Pod, plan *placement.PreemptionPlan) error {
-	logger := klog.FromContext(ctx)
-	grace := int64(v1.DefaultTerminationGracePeriodSeconds)
-	names := make([]string, 0, len(plan.Victims))
-	for _, v := range plan.Victims {
-		names = append(names, v.Key())
-		if obj, ok := e.podObject(ctx, v.Namespace, v.Name, v.UID); ok && obj.Spec.TerminationGracePeriodSeconds != nil {
-			grace = max(grace, *obj.Spec.TerminationGracePeriodSeconds)
-		}
-	}
-	rec := HoldRecord{Node: plan.Node, GPU: plan.Index, Units: plan.Need, Victims: names,
-		Until: e.now().Add(min(MaxHold, time.Duration(grace)*time.Second+DefaultHoldSlack)).UTC().Truncate(time.Second)}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode the hold: %w", err)
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{e.names.PreemptionAnnotation: string(raw)}}})
-	if err != nil {
-		return fmt.Errorf("encode the hold: %w", err)
-	}
-	if !e.Leading() { // the fence, as before a Binding
-		return fmt.Errorf("preempt for %s: %w", klog.KObj(pod), ErrNotLeader)
-	}
-	if _, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("write the hold on %s: %w", klog.KObj(pod), err)
-	}
-	e.holds.add(hold{HoldRecord: rec, pod: pod.UID, namespace: pod.Namespace, name: pod.Name})
-	e.metrics.preemptions.Inc()
+// evictVictims evicts plan's victims for pod, whose hold is written and in force (rec), and
+// records what it did: a preemption counts as started once one victim is evicted.
+func (e *Extender) evictVictims(ctx context.Context, pod *v1.Pod, plan *placement.PreemptionPlan, rec *HoldRecord) error {
 	var evicted []string
 	var errs []error
 	for i := range plan.Victims {
 		v := &plan.Victims[i]
-		if err := e.evict(ctx, v, false); err != nil && !apierrors.IsNotFound(err) {
+		switch err := e.evict(ctx, v, false); {
+		case apierrors.IsNotFound(err): // gone meanwhile: its memory is free, nothing evicted
+			continue
+		case err != nil:
 			errs = append(errs, fmt.Errorf("evict %s: %w", v.Key(), err))
 			continue
 		}
@@ -353,17 +250,33 @@ func (e *Extender) startPreemption(ctx context.Context, pod *v1.Pod, plan *place
 			}
 		}
 	}
-	msg := fmt.Sprintf("Preempting %s on node %s GPU %d: frees %d of the %d %s needed there (the card is held for this pod until %s)",
-		strings.Join(evicted, ", "), plan.Node, plan.Index, plan.Units, plan.Need, e.names.UnitLabel(), rec.Until.Format(time.RFC3339))
-	if len(plan.Victims) == 0 {
+	if len(evicted) > 0 {
+		e.metrics.preemptions.Inc()
+	}
+	e.recordPreempting(ctx, pod, plan, rec, evicted)
+	return errors.Join(errs...)
+}
+
+// recordPreempting tells, in an event on pod and the log, what its preemption did.
+func (e *Extender) recordPreempting(ctx context.Context, pod *v1.Pod, plan *placement.PreemptionPlan, rec *HoldRecord, evicted []string) {
+	until, unit := rec.Until.Format(time.RFC3339), e.names.UnitLabel()
+	var msg string
+	switch {
+	case len(plan.Victims) > 0:
+		msg = fmt.Sprintf("Preempting %s on node %s GPU %d: frees %d of the %d %s needed there (the card is held for this pod until %s)",
+			strings.Join(evicted, ", "), plan.Node, plan.Index, plan.Units, plan.Need, unit, until)
+	case len(plan.Waiting) > 0:
 		msg = fmt.Sprintf("Waiting on node %s GPU %d for terminating pods to free the %d %s needed (the card is held for this pod until %s)",
-			plan.Node, plan.Index, plan.Need, e.names.UnitLabel(), rec.Until.Format(time.RFC3339))
+			plan.Node, plan.Index, plan.Need, unit, until)
+	default: // fits now: memory freed since kube-scheduler looked
+		klog.FromContext(ctx).V(2).Info("Preemption not needed: memory freed meanwhile is held for the pod", "pod", klog.KObj(pod),
+			"node", plan.Node, "gpu", plan.Index, "units", plan.Need)
+		return
 	}
 	if e.recorder != nil {
 		e.recorder.Eventf(pod, nil, v1.EventTypeNormal, ReasonPreempting, "Preempting", "%s", msg)
 	}
-	logger.Info("Preempting", "pod", klog.KObj(pod), "node", plan.Node, "gpu", plan.Index, "victims", evicted, "units", plan.Units, "need", plan.Need)
-	return errors.Join(errs...)
+	klog.FromContext(ctx).Info("Preempting", "pod", klog.KObj(pod), "node", plan.Node, "gpu", plan.Index, "victims", evicted, "units", plan.Units, "need", plan.Need)
 }
 
 // preemptionFailed records why pod cannot preempt: an event at most once per

@@ -147,6 +147,7 @@ func (e *Extender) settle(logger klog.Logger, pod *v1.Pod, req *contract.PodRequ
 			case err == nil:
 				logger.Info("Bind with an unknown outcome settled: the pod is bound", "attempts", attempt)
 				e.learn(pod, req)
+				e.endHold(klog.NewContext(ctx, logger), pod)
 				e.metrics.settledBound.Add(1)
 				return
 			case apierrors.IsNotFound(err):

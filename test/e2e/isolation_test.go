@@ -34,6 +34,7 @@ func TestEnforceIsolationOnRealKubelet(t *testing.T) {
 	library := filepath.Join(dir, "hami-core", "libvgpu.so")
 	stateDir := filepath.Join(dir, "hami-core-state")
 	buildSharedObject(t, library)
+	t.Cleanup(func() { framework.UnmountUnder(stateDir) }) // after the node stops: its pods' tmpfs counter folders
 	e, gpus := startRealNodeWithPlugin(t, "--memory-limit=hami-core", "--hami-core-library="+library,
 		"--hami-core-state-dir="+stateDir, "--hami-core-collect-after=2s")
 	for _, g := range gpus {

@@ -125,6 +125,10 @@ func (e *env) installAndRun(pause, images, base string) {
 		"--from-file=tls.crt="+pki.ServerCert, "--from-file=tls.key="+pki.ServerKey, "--from-file=ca.crt="+pki.CAFile); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.kubectl("-n", "kube-system", "create", "secret", "generic", "gpushare-extender-hold-key",
+		"--from-file=hold.key="+e.c.HoldKeyFile); err != nil {
+		t.Fatal(err)
+	}
 	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)

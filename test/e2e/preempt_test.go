@@ -399,3 +399,116 @@ func TestPreemptLeaderKilled(t *testing.T) {
 	e.reportPreemption(8, map[string]int64{"victim": 12})
 	e.checkConsistent(cards)
 }
+
+// TestPreemptBurst: 16 high-priority 8 GiB pods created at once onto six nodes of two 16 GiB
+// cards, each card full with one 16 GiB low-priority pod. Each eviction frees a card for two of
+// them, so 8 victims are the minimum (of 12). Planned side by side, the preemptors used to pick
+// the same card and victims and stack their holds on it, then wait for the holds to run out
+// (grace period + 1 minute): all 16 bound after 390 s. Serialised, each plans around the holds
+// before it: all bind within the victims' grace period plus 15 s, 8 victims, 8 preemptions
+// counted, no card over capacity, and no bound pod keeps its hold annotation.
+func TestPreemptBurst(t *testing.T) {
+	const nodes, highs = 6, 16
+	cards := map[string][]contract.GPU{}
+	for i := range nodes {
+		name := fmt.Sprintf("gpu-%d", i)
+		cards[name] = framework.Cards(name, "Tesla T4", 16, 2)
+	}
+	e := newPreemptEnv(t, cards)
+	var lows []string
+	for i := range 2 * nodes {
+		lows = append(lows, fmt.Sprintf("low-%02d", i))
+		e.prioPod(lows[i], 16, lowPriority)
+	}
+	for _, n := range lows {
+		e.waitBound(n, time.Minute)
+	}
+	wantVictims := highs * 8 / 16 // each freed 16 GiB card takes two 8 GiB pods
+	names := make([]string, highs)
+	errs := make(chan error, highs)
+	start := time.Now()
+	for i := range highs {
+		names[i] = fmt.Sprintf("high-%02d", i)
+		p := e.gpuPod(names[i], 8)
+		p.Spec.PriorityClassName = highPriority
+		go func() {
+			_, err := e.c.Client.CoreV1().Pods("default").Create(e.ctx, p, metav1.CreateOptions{})
+			errs <- err
+		}()
+	}
+	for range highs {
+		if err := <-errs; err != nil {
+			t.Fatalf("create: %v", err)
+		}
+	}
+	limit := time.Duration(v1.DefaultTerminationGracePeriodSeconds)*time.Second + 15*time.Second
+	bound := 0
+	if err := poll(e.ctx, limit-time.Since(start), func() (bool, error) {
+		bound = 0
+		for _, n := range names {
+			p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		return bound == highs, nil
+	}); err != nil {
+		t.Fatalf("%d of %d preemptors bound within %v; events of %s:\n%s", bound, highs, limit, names[highs-1], e.events(names[highs-1]))
+	}
+	t.Logf("all %d preemptors bound %.1f s after their creation (limit %v)", highs, time.Since(start).Seconds(), limit)
+	victims := e.gone(lows...)
+	evicted := map[string]int64{}
+	for _, v := range victims {
+		evicted[v] = 16
+	}
+	e.reportPreemption(highs*8, evicted)
+	if len(victims) != wantVictims {
+		t.Errorf("%d victims %v, want the minimum, %d", len(victims), victims, wantVictims)
+	}
+	e.checkPreemptionMetrics(wantVictims)
+	e.checkHoldsRemoved(names...)
+	e.checkConsistent(cards)
+	inv, err := e.c.CheckInvariants(e.ctx, "default", e.ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inv.OK() {
+		t.Errorf("invariants: %s", inv)
+	}
+}
+
+// checkPreemptionMetrics asserts that the extender counted want preemptions, each with one victim.
+func (e *env) checkPreemptionMetrics(want int) {
+	e.t.Helper()
+	m, err := e.ext.Metrics(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	preemptions, victims := m["gpushare_preemptions_total"], m["gpushare_preemption_victims_total"]
+	e.t.Logf("gpushare_preemptions_total %g, gpushare_preemption_victims_total %g, gpushare_preempt_total %g, gpushare_preemptions_failed_total %g",
+		preemptions, victims, m["gpushare_preempt_total"], m["gpushare_preemptions_failed_total"])
+	if preemptions != float64(want) || victims != float64(want) {
+		e.t.Errorf("preemptions counted %g, victims %g; want %d and %d", preemptions, victims, want, want)
+	}
+}
+
+// checkHoldsRemoved asserts that none of the pods named, all bound, keeps a preemption hold
+// annotation (the bind removes it, by a patch right after the Binding).
+func (e *env) checkHoldsRemoved(names ...string) {
+	e.t.Helper()
+	var held []string
+	if err := poll(e.ctx, 10*time.Second, func() (bool, error) {
+		held = nil
+		for _, n := range names {
+			if _, ok := e.holdOf(n); ok {
+				held = append(held, n)
+			}
+		}
+		return len(held) == 0, nil
+	}); err != nil {
+		e.t.Errorf("bound pods still carry their hold: %v", held)
+	}
+}

@@ -33,3 +33,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "gpushare.extenderURL" -}}
 {{- printf "https://%s.%s.svc:%d/gpushare-scheduler" (include "gpushare.extenderName" .) .Release.Namespace (int .Values.extender.port) -}}
 {{- end -}}
+
+{{/* The Secret holding the extender's hold key: the one given, or the chart's. */}}
+{{- define "gpushare.holdKeySecret" -}}
+{{- default (printf "%s-hold-key" (include "gpushare.extenderName" .)) .Values.extender.holdKey.secretName -}}
+{{- end -}}

@@ -29,8 +29,8 @@ var podSegment = regexp.MustCompile(`pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{
 // "crio-<id>.scope", "docker-<id>.scope" (systemd).
 var containerSegment = regexp.MustCompile(`^(?:[a-z-]+-)?([0-9a-f]{64})(?:\.scope)?$`)
 
-// ErrNotInPod is returned by OwnerOf for a process outside the kubelet's pods (a host process,
-// or one that has exited).
+// ErrNotInPod is returned by OwnerOf for a process outside the kubelet's pods and containers (a
+// host process, or one that has exited).
 var ErrNotInPod = errors.New("process is not in a pod's cgroup")
 
 // ProcReader reads processes' cgroups under a proc filesystem root: /proc when the plugin shares
@@ -72,7 +72,9 @@ func parseCgroup(content string) (Owner, bool) {
 }
 
 // parseCgroupPath reads the pod UID from the path's pod segment and the container ID from the
-// segment right after it.
+// segment right after it. A path without a pod segment names a container by its last segment
+// that is a container ID: a kubelet run with --cgroups-per-qos=false makes no pod cgroups, and
+// containerd then puts each container in /k8s.io/<id> (cgroupfs) or directly under the root.
 func parseCgroupPath(path string) (Owner, bool) {
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	for i, seg := range segs {
@@ -87,6 +89,11 @@ func parseCgroupPath(path string) (Owner, bool) {
 			}
 		}
 		return o, true
+	}
+	for i := len(segs) - 1; i >= 0; i-- {
+		if c := containerSegment.FindStringSubmatch(segs[i]); c != nil {
+			return Owner{ContainerID: c[1]}, true
+		}
 	}
 	return Owner{}, false
 }

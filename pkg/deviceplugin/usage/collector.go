@@ -35,6 +35,14 @@ var (
 		"Unix time of the last GPU usage reading.", nil, nil)
 	descSampleErrors = prometheus.NewDesc("gpushare_usage_sample_errors_total",
 		"GPU usage readings that failed or left a card out.", nil, nil)
+	descEscapes = prometheus.NewDesc("gpushare_container_limit_escapes_total",
+		"Times the container escaped its GPU memory limit, seen from the host: kind over_limit (its processes on a card use more than its limit plus the CUDA context allowance), no_hami_core (a GPU process does not map HAMi-core) or preload_changed (a process does not see the plugin's /etc/ld.so.preload or library: a symlink, a mount over them, a mount namespace of its own). A reading counts when it finds an offending process not seen before; forgotten when the pod leaves the node.",
+		[]string{"namespace", "pod", "container", "kind"}, nil)
+	descEscapeActions = prometheus.NewDesc("gpushare_limit_escape_actions_total",
+		"Processes of escaped containers acted on (--limit-escape-action), by result: killed, gone (exited or no longer in the container before the signal) or failed.",
+		[]string{"action", "result"}, nil)
+	descEscapeCheckErrors = prometheus.NewDesc("gpushare_limit_escape_check_errors_total",
+		"GPU processes of limited containers whose memory maps could not be read (so not checked for HAMi-core).", nil, nil)
 )
 
 var _ prometheus.Collector = (*Sampler)(nil)
@@ -42,7 +50,8 @@ var _ prometheus.Collector = (*Sampler)(nil)
 // Describe sends the descriptions of the sampler's metrics.
 func (s *Sampler) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCardUsed, descCardTotal, descCardUtil, descCardOutside,
-		descContainerUsed, descContainerRequested, descContainerOver, descContainerLimit, descEnforcement, descSampleTime, descSampleErrors} {
+		descContainerUsed, descContainerRequested, descContainerOver, descContainerLimit, descEnforcement, descSampleTime, descSampleErrors,
+		descEscapes, descEscapeActions, descEscapeCheckErrors} {
 		ch <- d
 	}
 }
@@ -50,8 +59,11 @@ func (s *Sampler) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the last reading: one consistent snapshot per scrape.
 func (s *Sampler) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
-	snap, errs := s.last, s.errors
+	snap, errs, escapes := s.last, s.errors, s.escapeMetrics()
 	s.mu.Unlock()
+	for _, m := range escapes {
+		ch <- m
+	}
 	ch <- prometheus.MustNewConstMetric(descSampleErrors, prometheus.CounterValue, errs)
 	ch <- prometheus.MustNewConstMetric(descEnforcement, prometheus.GaugeValue, 1, orNone(s.cfg.MemoryLimit), orNone(s.cfg.MemoryLimitConfigured))
 	if snap.Time.IsZero() {
@@ -86,4 +98,20 @@ func orNone(mode string) string {
 		return contract.MemoryLimitNone
 	}
 	return mode
+}
+
+// escapeMetrics are the escape counters where escapes are policed; the caller holds s.mu.
+func (s *Sampler) escapeMetrics() []prometheus.Metric {
+	if s.cfg.Escapes == nil || !s.enforcing() {
+		return nil
+	}
+	st := &s.escapes
+	out := []prometheus.Metric{prometheus.MustNewConstMetric(descEscapeCheckErrors, prometheus.CounterValue, st.checkErrors)}
+	for k, c := range st.counts {
+		out = append(out, prometheus.MustNewConstMetric(descEscapes, prometheus.CounterValue, c.n, c.namespace, c.pod, c.container, k.kind))
+	}
+	for k, n := range st.actions {
+		out = append(out, prometheus.MustNewConstMetric(descEscapeActions, prometheus.CounterValue, n, k.action, k.result))
+	}
+	return out
 }

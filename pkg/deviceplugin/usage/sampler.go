@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
@@ -42,12 +43,18 @@ type Config struct {
 	Pods   PodLister
 	Owners OwnerResolver
 	Names  contract.Names
-	// Warn records the over-request event; nil records none.
+	// Warn records the over-request and limit escape events; nil records none.
 	Warn WarnFunc
 	// MemoryLimit is how the node's plugin holds containers to their ask (contract.MemoryLimit*;
 	// "" reads as none), and MemoryLimitConfigured what it was asked to do. Where containers are
-	// held to their ask the sampler reports each one's limits, and records no over-request event.
+	// held to their ask the sampler reports each one's limits, and records no over-request event
+	// for a container with a limit (Escapes polices those).
 	MemoryLimit, MemoryLimitConfigured string
+	// Escapes polices the containers with a limit where the node enforces limits (escape.go);
+	// nil polices none.
+	Escapes *EscapePolicy
+	// Clock times the readings and Run's period; nil is the real clock.
+	Clock clock.WithTicker
 }
 
 // Sampler reads the node's GPUs and their processes on demand (Sample) or periodically (Run),
@@ -55,12 +62,14 @@ type Config struct {
 // more GPU memory than it asked. Safe for concurrent use.
 type Sampler struct {
 	cfg   Config
+	clock clock.WithTicker
 	cards []nvml.Device
 
-	mu     sync.Mutex
-	last   Snapshot
-	errors float64
-	warned map[containerKey]bool // containers already warned about, by pod UID and name
+	mu      sync.Mutex
+	last    Snapshot
+	errors  float64
+	warned  map[containerKey]bool // containers already warned about, by pod UID and name
+	escapes escapeState           // what was seen escaping and done about it
 }
 
 // containerKey names one container of one pod.
@@ -121,7 +130,10 @@ func New(cfg Config) (*Sampler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	s := &Sampler{cfg: cfg, warned: map[containerKey]bool{}}
+	s := &Sampler{cfg: cfg, clock: cfg.Clock, warned: map[containerKey]bool{}, escapes: newEscapeState()}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
 	for i := range n {
 		d, err := cfg.NVML.Device(i)
 		if err != nil {
@@ -135,7 +147,7 @@ func New(cfg Config) (*Sampler, error) {
 // Run samples every period until ctx ends.
 func (s *Sampler) Run(ctx context.Context, period time.Duration) {
 	logger := klog.FromContext(ctx)
-	t := time.NewTicker(period)
+	t := s.clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		if _, err := s.Sample(ctx); err != nil {
@@ -144,7 +156,7 @@ func (s *Sampler) Run(ctx context.Context, period time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -157,8 +169,9 @@ func (s *Sampler) Last() Snapshot {
 }
 
 // Sample reads every GPU and attributes its processes to the node's containers, keeps the
-// reading, and warns about containers over their ask. A GPU that cannot be read is left out
-// of the reading and reported in the error; the others still count.
+// reading, polices the containers held to a limit (escape.go) and warns about the others that
+// use more than their ask. A GPU that cannot be read is left out of the reading and reported in
+// the error; the others still count.
 func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 	pods, err := s.cfg.Pods.NodePods(ctx)
 	if err != nil {
@@ -166,8 +179,37 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("usage: %w", err)
 	}
 	idx := indexPods(pods, &s.cfg.Names)
-	snap := Snapshot{Time: time.Now()}
+	snap, procs, errs := s.read(idx)
+	if s.enforcing() {
+		snap.Limits = s.limits(pods, idx)
+	}
+	toWarn := s.keep(snap, idx, len(errs) > 0)
+	s.police(ctx, idx, snap.Limits, procs, len(errs) > 0)
+	for _, w := range toWarn {
+		s.warn(ctx, w.pod, w.usage)
+	}
+	return snap, errors.Join(errs...)
+}
+
+// enforcing says whether the node holds containers to their limits.
+func (s *Sampler) enforcing() bool { return s.cfg.MemoryLimit == contract.MemoryLimitHAMiCore }
+
+// gpuProcess is one process on one card, in a container of the node's pods.
+type gpuProcess struct {
+	card nvml.Device
+	pid  uint32
+	// bytes is its memory on the card; 0 when NVML cannot say.
+	bytes uint64
+	key   containerKey
+	// owner is its cgroup's pod and container, as the process is checked again before a kill.
+	owner Owner
+}
+
+// read reads every card and attributes its processes to the node's containers.
+func (s *Sampler) read(idx podIndex) (Snapshot, []gpuProcess, []error) {
+	snap := Snapshot{Time: s.clock.Now()}
 	containers := map[containerKey]*ContainerUsage{}
+	var procs []gpuProcess
 	var errs []error
 	for _, d := range s.cards {
 		u, err := s.cfg.NVML.Usage(d.Index)
@@ -177,12 +219,18 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		}
 		card := CardUsage{Device: d, Usage: u}
 		for _, p := range u.Processes {
-			c := s.attribute(idx, p.PID, containers)
+			c, owner := s.attribute(idx, p.PID, containers)
 			if c == nil || !p.UsedKnown {
 				card.OutsidePodsBytes += p.UsedBytes
+			}
+			if c == nil {
 				continue
 			}
-			c.UsedBytes[d.UUID] += p.UsedBytes
+			procs = append(procs, gpuProcess{card: d, pid: p.PID, bytes: p.UsedBytes,
+				key: containerKey{pod: c.PodUID, container: c.Container}, owner: owner})
+			if p.UsedKnown {
+				c.UsedBytes[d.UUID] += p.UsedBytes
+			}
 		}
 		snap.Cards = append(snap.Cards, card)
 	}
@@ -193,14 +241,7 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		a, b := &snap.Containers[i], &snap.Containers[j]
 		return a.Namespace+"/"+a.Pod+"/"+a.Container < b.Namespace+"/"+b.Pod+"/"+b.Container
 	})
-	if s.cfg.MemoryLimit == contract.MemoryLimitHAMiCore {
-		snap.Limits = s.limits(pods, idx)
-	}
-	toWarn := s.keep(snap, idx, len(errs) > 0)
-	for _, w := range toWarn {
-		s.warn(ctx, w.pod, w.usage)
-	}
-	return snap, errors.Join(errs...)
+	return snap, procs, errs
 }
 
 // podIndex finds the node's pods by UID and their containers by runtime ID, and holds the
@@ -236,29 +277,29 @@ func indexPods(pods []*v1.Pod, names *contract.Names) podIndex {
 	return idx
 }
 
-// attribute returns the usage record of the container process pid runs in (creating it), or
-// nil when the process is not in a container of the node's pods.
-func (s *Sampler) attribute(idx podIndex, pid uint32, containers map[containerKey]*ContainerUsage) *ContainerUsage {
+// attribute returns the usage record of the container process pid runs in (creating it) and
+// the owner its cgroup names, or nil when the process is not in a container of the node's pods.
+func (s *Sampler) attribute(idx podIndex, pid uint32, containers map[containerKey]*ContainerUsage) (*ContainerUsage, Owner) {
 	owner, err := s.cfg.Owners.OwnerOf(pid)
 	if err != nil {
-		return nil
+		return nil, Owner{}
 	}
 	ref, ok := idx.byContainer[owner.ContainerID]
 	if !ok {
 		pod := idx.byUID[types.UID(owner.PodUID)]
 		if pod == nil {
-			return nil
+			return nil, Owner{}
 		}
 		ref = containerRef{pod: pod, name: idx.onlyGPUContainer(pod.UID)} // "" when it cannot tell
 	}
 	key := containerKey{pod: ref.pod.UID, container: ref.name}
 	if c, ok := containers[key]; ok {
-		return c
+		return c, owner
 	}
 	c := &ContainerUsage{Namespace: ref.pod.Namespace, Pod: ref.pod.Name, Container: ref.name, PodUID: ref.pod.UID,
 		UsedBytes: map[string]uint64{}, RequestedBytes: idx.requested(ref.pod.UID, ref.name, s.cfg.Names.UnitBytes())}
 	containers[key] = c
-	return c
+	return c, owner
 }
 
 // onlyGPUContainer names the pod's one gpu-mem container, or "" when it has none or several.
@@ -287,10 +328,16 @@ type pendingWarning struct {
 }
 
 // keep stores snap as the last reading and returns the containers over their ask that were
-// not warned about yet (none where the node enforces limits: usage above the ask is then the
-// CUDA context, which HAMi-core counts against the limit too). Containers of pods gone from the node are forgotten, unless the reading
-// is partial (a card could not be read), which proves nothing about them.
+// not warned about yet. Where the node enforces limits a container with a limit is not warned
+// about (usage above the ask is its CUDA context; what goes beyond is an escape, escape.go), one
+// without (it asked no GPU memory, or has no placement) still is. Containers of pods gone from
+// the node are forgotten, unless the reading is partial (a card could not be read), which
+// proves nothing about them.
 func (s *Sampler) keep(snap Snapshot, idx podIndex, partial bool) []pendingWarning {
+	limited := map[containerKey]bool{}
+	for _, l := range snap.Limits {
+		limited[containerKey{pod: l.PodUID, container: l.Container}] = true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last = snap
@@ -300,7 +347,7 @@ func (s *Sampler) keep(snap Snapshot, idx podIndex, partial bool) []pendingWarni
 	var out []pendingWarning
 	for _, c := range snap.Containers {
 		key := containerKey{pod: c.PodUID, container: c.Container}
-		if c.OverBytes() == 0 || s.warned[key] || s.cfg.MemoryLimit == contract.MemoryLimitHAMiCore {
+		if c.OverBytes() == 0 || s.warned[key] || limited[key] {
 			continue
 		}
 		s.warned[key] = true

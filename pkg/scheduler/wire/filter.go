@@ -32,8 +32,9 @@ type FilterAnswer struct {
 
 // Result is the answer as kube-scheduler's type: passing nodes in the form the request used,
 // failures in the two maps, a node's later mention winning when the request names it twice.
+// The reasons and Error have their "%" doubled (EscapeFormat), as kube-scheduler reads them.
 func (a *FilterAnswer) Result() *extenderv1.ExtenderFilterResult {
-	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}, Error: a.Err}
+	res := &extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}, Error: EscapeFormat(a.Err)}
 	if a.Err != "" {
 		return res
 	}
@@ -41,9 +42,9 @@ func (a *FilterAnswer) Result() *extenderv1.ExtenderFilterResult {
 		switch {
 		case fe == nil:
 		case fe.Unresolvable:
-			res.FailedAndUnresolvableNodes[a.Names[i]] = fe.Summary
+			res.FailedAndUnresolvableNodes[a.Names[i]] = EscapeFormat(fe.Summary)
 		default:
-			res.FailedNodes[a.Names[i]] = fe.Summary
+			res.FailedNodes[a.Names[i]] = EscapeFormat(fe.Summary)
 		}
 	}
 	if a.Args.NodeNames != nil {
@@ -81,7 +82,7 @@ func (a *FilterAnswer) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"FailedAndUnresolvableNodes":`...)
 	b = a.appendFailed(b, true)
 	b = append(b, `,"Error":`...)
-	b = appendJSONString(b, a.Err)
+	b = appendJSONString(b, EscapeFormat(a.Err))
 	return append(b, '}'), nil
 }
 
@@ -118,7 +119,7 @@ func (a *FilterAnswer) appendFailed(b []byte, unresolvable bool) []byte {
 			first = false
 			b = appendJSONString(b, a.Names[i])
 			b = append(b, ':')
-			b = appendJSONString(b, fe.Summary)
+			b = appendJSONString(b, EscapeFormat(fe.Summary))
 		}
 	}
 	return append(b, '}')

@@ -64,6 +64,9 @@ type Cluster struct {
 	// PKI.ServerCert and trusts PKI.CAFile for clients; kube-scheduler and the tests present
 	// PKI.ClientCert.
 	PKI *testpki.PKI
+	// HoldKeyFile is the key every extender replica of the cluster signs its preemption holds
+	// with (--hold-key-file): one key, so that a new leader or a restarted extender keeps them.
+	HoldKeyFile string
 
 	token   string
 	apiPort int
@@ -98,7 +101,13 @@ func New(o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extender certificates: %w", err)
 	}
-	return &Cluster{Options: o, token: hex.EncodeToString(tok), SchedulerName: "default-scheduler", PKI: pki}, nil
+	holdKey := filepath.Join(pkiDir, "hold.key")
+	key := make([]byte, 32) // as hack/extender-certs.sh makes it
+	_, _ = rand.Read(key)   // never fails (Go 1.24+)
+	if err := os.WriteFile(holdKey, key, 0o600); err != nil {
+		return nil, fmt.Errorf("extender hold key: %w", err)
+	}
+	return &Cluster{Options: o, token: hex.EncodeToString(tok), SchedulerName: "default-scheduler", PKI: pki, HoldKeyFile: holdKey}, nil
 }
 
 // start runs a binary of the cluster and remembers it for Stop.

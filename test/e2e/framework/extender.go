@@ -63,7 +63,7 @@ func (c *Cluster) StartExtenderAs(ctx context.Context, name, bin string, port in
 	if err != nil {
 		return nil, err
 	}
-	args := append(extenderArgs(c.Kubeconfig, port, c.PKI), extra...)
+	args := append(extenderArgs(c.Kubeconfig, port, c.PKI, c.HoldKeyFile), extra...)
 	p, err := c.start(name, bin, args)
 	if err != nil {
 		return nil, err

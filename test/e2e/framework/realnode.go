@@ -298,6 +298,10 @@ func (n *RealNode) cleanupContainers() {
 	}
 }
 
+// UnmountUnder unmounts every mount at or below dir, deepest first (e.g. the share-plugin's
+// per-container tmpfs counter folders, left by pods still running when a test ends).
+func UnmountUnder(dir string) { unmountUnder(dir) }
+
 // unmountUnder unmounts every mount at or below dir, deepest first.
 func unmountUnder(dir string) {
 	raw, err := os.ReadFile("/proc/self/mounts")

@@ -47,12 +47,13 @@ func Names() []string {
 }
 
 // Host is a mock NVML library plus the handles to inject XID events and set what each GPU is
-// doing (SetUsage).
+// doing (SetUsage, FollowProcessesFile).
 type Host struct {
 	*server.Server
 	events chan gonvml.EventData
 	mu     sync.Mutex
 	usage  map[int]cardUsage // by NVML index; guarded by mu
+	file   *processesFile    // the followed processes file, nil if none; guarded by mu
 }
 
 // cardUsage is what SetUsage says one GPU is doing.
@@ -69,10 +70,19 @@ func (h *Host) SetUsage(i int, utilization uint32, procs []gonvml.ProcessInfo) {
 	h.usage[i] = cardUsage{utilization: utilization, procs: slices.Clone(procs)}
 }
 
-func (h *Host) usageOf(i int) cardUsage {
+// usageOf is what GPU i is doing: SetUsage's, with the processes of the followed file if any
+// (and the file's error while it is bad).
+func (h *Host) usageOf(i int) (cardUsage, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.usage[i]
+	u := h.usage[i]
+	if h.file == nil {
+		return u, nil
+	}
+	h.file.refreshLocked(len(h.Devices))
+	procs, err := h.file.processesOf(i)
+	u.procs = procs
+	return u, err
 }
 
 // Options shape a Host.
@@ -113,19 +123,7 @@ func New(name string, o Options) (*Host, error) {
 			mem = m
 		}
 		dev.MemoryInfo = gonvml.Memory{Total: mem, Free: mem, Used: 0}
-		dev.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
-			var used uint64
-			for _, p := range h.usageOf(i).procs {
-				used += p.UsedGpuMemory
-			}
-			return gonvml.Memory{Total: mem, Free: mem - min(used, mem), Used: used}, gonvml.SUCCESS
-		}
-		dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
-			return gonvml.Utilization{Gpu: h.usageOf(i).utilization}, gonvml.SUCCESS
-		}
-		dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
-			return slices.Clone(h.usageOf(i).procs), gonvml.SUCCESS
-		}
+		h.wireUsage(dev, i, mem)
 		numa := i * 2 / len(s.Devices) // two sockets, first half on node 0
 		dev.GetNumaNodeIdFunc = func() (int, gonvml.Return) { return numa, gonvml.SUCCESS }
 		dev.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) {
@@ -136,6 +134,30 @@ func New(name string, o Options) (*Host, error) {
 	}
 	s.EventSetCreateFunc = h.newEventSet
 	return h, nil
+}
+
+// wireUsage makes GPU i (dev, of mem bytes) report what SetUsage or the followed processes file
+// say it is doing.
+func (h *Host) wireUsage(dev *server.Device, i int, mem uint64) {
+	dev.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+		u, _ := h.usageOf(i) // the last good processes while the file is bad
+		var used uint64
+		for _, p := range u.procs {
+			used += p.UsedGpuMemory
+		}
+		return gonvml.Memory{Total: mem, Free: mem - min(used, mem), Used: used}, gonvml.SUCCESS
+	}
+	dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
+		u, _ := h.usageOf(i)
+		return gonvml.Utilization{Gpu: u.utilization}, gonvml.SUCCESS
+	}
+	dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		u, err := h.usageOf(i)
+		if err != nil {
+			return nil, gonvml.ERROR_UNKNOWN
+		}
+		return slices.Clone(u.procs), gonvml.SUCCESS
+	}
 }
 
 // InjectXID queues an XID event for the GPU with NVML index i.
