@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/deviceplugin"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -107,6 +108,13 @@ func renderChart(dir string, args ...string) error {
 // TestManifestsOnRealNode).
 func (e *env) installAndRun(pause, images, base string) {
 	t := e.t
+	// the DaemonSet's state folder, shared as on a systemd host (its tmpfs counter folders
+	// reach the host through Bidirectional propagation); undone after the node stops
+	unshare, err := framework.SharedHostDir(deviceplugin.DefaultMemoryLimitState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unshare)
 	node, err := e.c.StartRealNode(e.ctx, pause)
 	t.Cleanup(func() { node.Stop(e.ctx) }) // before the control plane stops
 	if err != nil {

@@ -364,3 +364,23 @@ func (c *Cluster) WaitNodeGPUs(ctx context.Context, node string, timeout time.Du
 	}
 	return gpus, c.RemoveNotReadyTaint(ctx, node)
 }
+
+// SharedHostDir makes dir (created if missing) a mount point of its own with shared
+// propagation, as every folder is on a host whose / is shared (systemd's default), and returns
+// the function that undoes it. The share-plugin's DaemonSet mounts its state folder with
+// mountPropagation: Bidirectional, which containerd refuses on a private mount (this machine's
+// /): "path ... is mounted on / but it is not a shared mount".
+func SharedHostDir(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		return nil, fmt.Errorf("bind %s: %w", dir, err)
+	}
+	undo := func() { unmountUnder(dir) }
+	if err := syscall.Mount("", dir, "", syscall.MS_SHARED, ""); err != nil {
+		undo()
+		return nil, fmt.Errorf("make %s shared: %w", dir, err)
+	}
+	return undo, nil
+}
