@@ -85,7 +85,15 @@ func TestEnforceIsolationOnRealKubelet(t *testing.T) {
 	for _, name := range []string{"two-cards", "capped"} {
 		pod := e.waitRunning(name, 2*time.Minute)
 		uids[name] = string(pod.UID)
-		got := e.containerEnv(name)
+		// the probe lines come after the env lines: wait for the last one (/overrideEnv)
+		var got map[string]string
+		if err := poll(e.ctx, 30*time.Second, func() (bool, error) {
+			got = e.containerEnv(name)
+			_, done := got["OVERRIDE_BYTES"]
+			return done, nil
+		}); err != nil {
+			t.Fatalf("pod %s never printed its probes: %v (%v)", name, err, got)
+		}
 		t.Logf("pod %s sees: %v", name, got)
 		want := map[string]string{
 			"PRELOAD": library, "LIBBYTES": strconv.Itoa(len(hostLib)), "LIBMAGIC": "ELF",
