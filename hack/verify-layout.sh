@@ -3,7 +3,9 @@
 #  - pkg/placement (and its sub-packages) is pure placement: no net/http, no client-go;
 #  - pkg/sim places pods through pkg/cache and pkg/placement only, never through the extender;
 #  - pkg/cache is state only and pkg/sim runs offline: neither depends on client-go (the API feed
-#    lives in pkg/cache/feed).
+#    lives in pkg/cache/feed);
+#  - the extender's wire codec (pkg/scheduler/wire) and placement are fenced both ways: neither
+#    depends on the other (the codec writes gpumem.FitError, which placement.FitError is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -24,4 +26,11 @@ if bad=$(go list -f '{{join .Imports "\n"}}' ./pkg/sim | grep '^github.com/gpush
 	echo "verify-layout: pkg/sim imports $(echo "$bad" | tr '\n' ' ')(only cache, placement, contract, gpumem)"
 	fail=1
 fi
+for pair in ./pkg/scheduler/wire:pkg/placement ./pkg/placement:pkg/scheduler/wire; do
+	pkg=${pair%%:*} fenced=github.com/gpushare/gpushare/${pair#*:}
+	if bad=$(go list -deps "$pkg" | grep -E "^${fenced}(/.*)?$"); then
+		echo "verify-layout: $pkg depends on $(echo "$bad" | tr '\n' ' ')(the wire codec and placement are fenced both ways)"
+		fail=1
+	fi
+done
 exit $fail

@@ -17,10 +17,10 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
-	"github.com/gpushare/gpushare/pkg/deviceplugin/fake"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
+	"github.com/gpushare/gpushare/pkg/enforce/fake"
 )
 
 // ownerOf is the owner the check records for a container.

@@ -47,7 +47,7 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 			return nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
 		p.checkAlignment(ctx, ch, ids)
-		mode, reason := p.limits.Mode()
+		mode, reason := p.backend.Mode()
 		if mode == contract.MemoryLimitUnavailable {
 			p.warnPod(ctx, ch.pod, ReasonMemoryLimitUnavailable, fmt.Sprintf("container %s runs WITHOUT a GPU memory limit on node %s: %s",
 				ch.container.Name, p.cfg.nodeName, reason))
@@ -146,7 +146,7 @@ func (p *Plugin) containerResponse(ch *choice) (*pluginapi.ContainerAllocateResp
 	if err != nil {
 		return nil, err
 	}
-	mounts, limits, err := p.limits.containerLimits(ch.pod, ch.container.Name, perCard, p.cfg.names.UnitBytes(), core)
+	mounts, limits, err := p.containerLimits(ch.pod, ch.container.Name, perCard, core)
 	if err != nil {
 		return nil, err
 	}

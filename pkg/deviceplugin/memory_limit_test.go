@@ -2,6 +2,8 @@ package deviceplugin
 
 import (
 	"debug/elf"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,19 +12,22 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/deviceplugin/fake"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
+	"github.com/gpushare/gpushare/pkg/enforce"
+	"github.com/gpushare/gpushare/pkg/enforce/fake"
 )
 
 // hostMachine is the ELF machine of this test's architecture.
@@ -54,6 +59,8 @@ func limitConfig(t *testing.T, dir string) MemoryLimitConfig {
 	return MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: lib, StateDir: filepath.Join(dir, "state"), CollectAfter: DefaultCollectAfter}
 }
 
+// TestMemoryLimitConfigValidate: the plugin wraps enforce.Config.Validate's errors (tested
+// there) in ErrInvalidConfig, and New refuses such a configuration.
 func TestMemoryLimitConfigValidate(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -62,29 +69,20 @@ func TestMemoryLimitConfigValidate(t *testing.T) {
 	}{
 		{name: "none", cfg: DefaultMemoryLimitConfig()},
 		{name: "hami-core with the default paths", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: DefaultHAMiCoreLibrary, StateDir: DefaultMemoryLimitState}},
-		{name: "unknown mode", cfg: MemoryLimitConfig{Mode: "mps"}, wantErr: `memory limit mode "mps"`},
-		{name: "library path not absolute", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "lib/libvgpu.so", StateDir: "/s"}, wantErr: "absolute, clean path"},
-		{name: "library path not clean", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/a/../libvgpu.so", StateDir: "/s"}, wantErr: "absolute, clean path"},
-		{name: "empty library", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, StateDir: "/s"}, wantErr: "absolute, clean path"},
-		{name: "state folder not absolute", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "state"}, wantErr: "absolute, clean path"},
-		{name: "install source not absolute", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", InstallFrom: "l.so"}, wantErr: "must be an absolute path"},
+		{name: "unknown mode", cfg: MemoryLimitConfig{Mode: "mps"}, wantErr: `invalid device plugin configuration: memory limit mode "mps"`},
 		{name: "library where the counters go", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: ContainerCacheDir + "/l.so", StateDir: "/s"}, wantErr: "collides"},
-		{name: "counter folders bounded", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: DefaultCounterSize}},
-		{name: "counter folders at the smallest bound", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: MinCounterSize}},
-		{name: "counter folders smaller than HAMi-core's file", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: 64 << 10}, wantErr: "counter size 65536 bytes"},
-		{name: "negative counter size", cfg: MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: "/l.so", StateDir: "/s", CounterSize: -1}, wantErr: "counter size -1 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.validate()
+			err := ValidateMemoryLimit(tt.cfg)
 			if tt.wantErr == "" {
 				if err != nil {
-					t.Fatalf("validate: %v", err)
+					t.Fatalf("ValidateMemoryLimit: %v", err)
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("validate = %v, want an error containing %q", err, tt.wantErr)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ValidateMemoryLimit = %v, want an ErrInvalidConfig containing %q", err, tt.wantErr)
 			}
 		})
 	}
@@ -173,7 +171,7 @@ func TestAllocateMemoryLimits(t *testing.T) {
 			if len(h.responses) != len(tt.want) {
 				t.Fatalf("%d containers allocated, want %d", len(h.responses), len(tt.want))
 			}
-			preload, err := os.ReadFile(filepath.Join(cfg.StateDir, preloadFile))
+			preload, err := os.ReadFile(filepath.Join(cfg.StateDir, "ld.so.preload"))
 			if err != nil || string(preload) != cfg.Library+"\n" {
 				t.Fatalf("preload file = %q, %v; want the library's path", preload, err)
 			}
@@ -198,7 +196,7 @@ func TestAllocateMemoryLimits(t *testing.T) {
 				if n := strings.Count(resp.Envs[contract.EnvVisibleDevices], ",") + 1; n != len(want)-btoi(want[EnvSMLimit] != "") {
 					t.Errorf("container %s sees %d cards and has %d limits", name, n, len(want))
 				}
-				counters := filepath.Join(cfg.StateDir, podsDir, "uid-p", name)
+				counters := filepath.Join(cfg.StateDir, "pods", "uid-p", name)
 				wantMounts := []*pluginapi.Mount{
 					{ContainerPath: cfg.Library, HostPath: cfg.Library, ReadOnly: true},
 					{ContainerPath: "/etc/ld.so.preload", HostPath: filepath.Join(cfg.StateDir, "ld.so.preload"), ReadOnly: true},
@@ -327,73 +325,78 @@ func waitForEvent(t *testing.T, h *harness, reason string) {
 	t.Fatalf("no %s event", reason)
 }
 
-func TestMemoryLimitInstallsLibrary(t *testing.T) {
-	dir := t.TempDir()
-	src := filepath.Join(dir, "image", "libvgpu.so")
-	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeELF(t, src, elf.ET_DYN, hostMachine(t))
-	cfg := MemoryLimitConfig{Mode: MemoryLimitHAMiCore, Library: filepath.Join(dir, "host", "lib", "libvgpu.so"),
-		InstallFrom: src, StateDir: filepath.Join(dir, "state")}
-	_, ctx := ktesting.NewTestContext(t)
-	if l := newLimiter(ctx, cfg, &fakeMounter{}); !l.enforced() {
-		t.Fatalf("limiter not enforced: %s", l.reason)
-	}
-	want, _ := os.ReadFile(src)
-	got, err := os.ReadFile(cfg.Library)
-	if err != nil || string(got) != string(want) {
-		t.Fatalf("installed library: %v (%d bytes, want %d)", err, len(got), len(want))
-	}
-	// a second start with the same library leaves the file (and so running containers' mounts) alone
-	before, _ := os.Stat(cfg.Library)
-	if l := newLimiter(ctx, cfg, &fakeMounter{}); !l.enforced() {
-		t.Fatalf("second start not enforced: %s", l.reason)
-	}
-	after, _ := os.Stat(cfg.Library)
-	if !os.SameFile(before, after) {
-		t.Error("the same library was written again")
-	}
-	// a broken image copy leaves the node visibly without limits
-	if err := os.WriteFile(src, []byte("truncated"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if l := newLimiter(ctx, cfg, &fakeMounter{}); l.enforced() || l.mode != contract.MemoryLimitUnavailable {
-		t.Errorf("a broken library from the image gave mode %s", l.mode)
-	}
-}
-
+// TestMemoryLimitCollectsGonePods: the reconciler's pass hands the backend the UIDs of the pods
+// it listed, whose counter folders stay; the others go once old enough.
 func TestMemoryLimitCollectsGonePods(t *testing.T) {
 	cfg := limitConfig(t, t.TempDir())
-	_, ctx := ktesting.NewTestContext(t)
-	l := newLimiter(ctx, cfg, &fakeMounter{})
 	live := st.MakePod().Name("live").Obj()
-	for _, uid := range []string{"uid-live", "uid-gone", "uid-young"} {
-		if err := os.MkdirAll(filepath.Join(cfg.StateDir, podsDir, uid, "c"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	now := time.Now()
-	old := now.Add(-2 * DefaultCollectAfter)
+	h := newHarnessWith(t, listBeforeAdmit, mockhost.Options{MemoryBytes: 40 << 30}, []Option{WithMemoryLimit(cfg)}, live)
 	for _, uid := range []string{"uid-live", "uid-gone"} {
-		if err := os.Chtimes(filepath.Join(cfg.StateDir, podsDir, uid), old, old); err != nil {
+		if err := os.MkdirAll(filepath.Join(cfg.StateDir, "pods", uid, "c"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l.collect(ctx, []*v1.Pod{live}, now)
-	for uid, want := range map[string]bool{"uid-live": true, "uid-gone": false, "uid-young": true} {
-		_, err := os.Stat(filepath.Join(cfg.StateDir, podsDir, uid))
+	h.p.collectLimits(h.ctx, []*v1.Pod{live}, time.Now().Add(2*DefaultCollectAfter))
+	for uid, want := range map[string]bool{"uid-live": true, "uid-gone": false} {
+		_, err := os.Stat(filepath.Join(cfg.StateDir, "pods", uid))
 		if got := err == nil; got != want {
 			t.Errorf("folder of %s exists = %v, want %v", uid, got, want)
 		}
 	}
 }
 
-func TestContainerDirRefusesPathTricks(t *testing.T) {
-	l := &limiter{cfg: MemoryLimitConfig{StateDir: "/s"}}
-	for _, tc := range []struct{ uid, name string }{{"..", "c"}, {"a/b", "c"}, {"u", "../x"}, {"", "c"}, {"u", ""}} {
-		if dir, err := l.containerDir(types.UID(tc.uid), tc.name); err == nil {
-			t.Errorf("containerDir(%q, %q) = %s, want an error", tc.uid, tc.name, dir)
-		}
+// TestAllocateBoundsCounterFolder: under HAMi-core each container's counter folder gets a
+// tmpfs of --hami-core-counter-size before Allocate hands it out; 0 leaves a plain folder; a
+// mount that fails fails that container's Allocate (FailedPrecondition, a Warning Event), saying
+// how to fix the node, rather than handing out an unbounded host folder.
+func TestAllocateBoundsCounterFolder(t *testing.T) {
+	tests := []struct {
+		name        string
+		size        int64
+		failMount   error
+		wantMounted map[string]int64 // counter folder (under StateDir) → size
+		wantErr     string
+	}{
+		{name: "default size", size: DefaultCounterSize, wantMounted: map[string]int64{"pods/uid-p/i": DefaultCounterSize, "pods/uid-p/c": DefaultCounterSize}},
+		{name: "larger size", size: 16 << 20, wantMounted: map[string]int64{"pods/uid-p/i": 16 << 20, "pods/uid-p/c": 16 << 20}},
+		{name: "0: plain folders", size: 0, wantMounted: map[string]int64{}},
+		{name: "mount refused", size: DefaultCounterSize, failMount: fmt.Errorf("%w: mount: %w", enforce.ErrCounterMount, unix.EPERM),
+			wantMounted: map[string]int64{}, wantErr: "--hami-core-counter-size=0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := limitConfig(t, t.TempDir())
+			cfg.CounterSize = tt.size
+			m := &fake.Mounter{FailMount: tt.failMount}
+			pod := st.MakePod().Name("p").Node(testNode).NamedInitGPUMem("i", 2).NamedGPUMem("c", 4).
+				Allocation(contract.Allocation{"init-0": {1: 2}, "0": {3: 4}}).Obj()
+			h := newHarnessWith(t, listBeforeAdmit, mockhost.Options{MemoryBytes: 40 << 30},
+				[]Option{WithMemoryLimit(cfg), withCounterMounter(m)}, pod)
+			h.kubelet.AddPod(pod)
+			resp, err := h.allocate(h.preferred(2))
+			if tt.wantErr != "" {
+				if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), `container i`) {
+					t.Fatalf("Allocate = %v, %v; want FailedPrecondition naming container i and saying %q", resp, err, tt.wantErr)
+				}
+				if msg := eventMessage(t, h, reasonAllocateFailed); !strings.Contains(msg, tt.wantErr) {
+					t.Errorf("event %q does not say %q", msg, tt.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Allocate for the init container: %v", err)
+				}
+				if _, err := h.allocate(h.preferred(4)); err != nil {
+					t.Fatalf("Allocate for the app container: %v", err)
+				}
+			}
+			got := map[string]int64{}
+			for dir, size := range m.Mounted {
+				rel, _ := filepath.Rel(cfg.StateDir, dir)
+				got[rel] = size
+			}
+			if diff := cmp.Diff(tt.wantMounted, got); diff != "" {
+				t.Errorf("counter folders mounted (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

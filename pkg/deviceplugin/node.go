@@ -15,7 +15,7 @@ import (
 // GPUs returns the node's cards as the inventory annotation publishes them: health, memory
 // limit mode, NUMA node and links included.
 func (p *Plugin) GPUs() []contract.GPU {
-	mode, _ := p.limits.Mode()
+	mode, _ := p.backend.Mode()
 	return p.inv.contractGPUs(mode)
 }
 

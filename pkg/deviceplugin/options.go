@@ -9,6 +9,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/enforce"
 )
 
 // ErrInvalidConfig is wrapped by configuration errors.
@@ -29,8 +30,9 @@ type config struct {
 	memoryLimit  MemoryLimitConfig
 	sysfsRoot    string
 	logger       klog.Logger
-	// counterMounter bounds HAMi-core's counter folders (tmpfsMounter; tests fake it).
-	counterMounter counterMounter
+	// counterMounter, when set, replaces the tmpfs mounts bounding HAMi-core's counter folders
+	// (tests fake it).
+	counterMounter enforce.Mounter
 }
 
 func defaultConfig() config {
@@ -45,14 +47,12 @@ func defaultConfig() config {
 		memoryLimit:  DefaultMemoryLimitConfig(),
 		sysfsRoot:    "/sys",
 		logger:       klog.Background(),
-
-		counterMounter: tmpfsMounter{},
 	}
 }
 
 // withCounterMounter replaces the tmpfs mounts of the counter folders (tests that cannot
 // mount).
-func withCounterMounter(m counterMounter) Option { return func(c *config) { c.counterMounter = m } }
+func withCounterMounter(m enforce.Mounter) Option { return func(c *config) { c.counterMounter = m } }
 
 // Option changes the plugin's configuration.
 type Option func(*config)
@@ -108,7 +108,7 @@ func (c *config) validate() error {
 	case c.resyncPeriod <= 0:
 		return fmt.Errorf("%w: resync period must be positive", ErrInvalidConfig)
 	}
-	return c.memoryLimit.validate()
+	return ValidateMemoryLimit(c.memoryLimit)
 }
 
 // WithLogger sets the logger of gRPC handlers (Run's ctx logger is used elsewhere). Default

@@ -10,6 +10,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
+	"github.com/gpushare/gpushare/pkg/enforce"
 )
 
 // Registration retries: the first after registerRetryMin, doubling up to registerRetryMax, so
@@ -31,7 +32,7 @@ type Plugin struct {
 	inv        *inventory
 	tracker    *tracker // the admission ledger; it owns its lock
 	reconciler *reconciler
-	limits     *limiter
+	backend    enforce.Backend // holds containers to their ask (--memory-limit)
 }
 
 var _ pluginapi.DevicePluginServer = (*Plugin)(nil)
@@ -54,14 +55,14 @@ func New(nv nvml.Interface, client kubernetes.Interface, opts ...Option) (*Plugi
 	if cfg.pods == nil {
 		cfg.pods = NewInformerPodSource(client, cfg.nodeName)
 	}
-	limits := newLimiter(klog.NewContext(context.Background(), cfg.logger), cfg.memoryLimit, cfg.counterMounter)
-	return &Plugin{cfg: cfg, nv: nv, client: client, inv: inv, tracker: &tracker{}, reconciler: newReconciler(), limits: limits}, nil
+	backend := newBackend(klog.NewContext(context.Background(), cfg.logger), &cfg)
+	return &Plugin{cfg: cfg, nv: nv, client: client, inv: inv, tracker: &tracker{}, reconciler: newReconciler(), backend: backend}, nil
 }
 
 // MemoryLimit is how containers admitted now are held to their ask: MemoryLimitHAMiCore,
 // MemoryLimitNone, or contract.MemoryLimitUnavailable (HAMi-core was asked for and could not be
 // prepared; reason says why).
-func (p *Plugin) MemoryLimit() (mode, reason string) { return p.limits.Mode() }
+func (p *Plugin) MemoryLimit() (mode, reason string) { return p.backend.Mode() }
 
 // baseCtx gives a gRPC handler's ctx the plugin's logger.
 func (p *Plugin) baseCtx(ctx context.Context) context.Context {

@@ -88,5 +88,5 @@ func (p *Plugin) ReconcileOnce(ctx context.Context) {
 		}
 	}
 	p.markAssigned(ctx, byName, kv)
-	p.limits.collect(ctx, pods, time.Now())
+	p.collectLimits(ctx, pods, time.Now())
 }

@@ -9,21 +9,10 @@ import (
 	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
-// FitError says why a pod does not fit a node, in words for people.
-type FitError struct {
-	// Reason is the explanation for this node (bind errors, logs): its cards and free blocks.
-	// Empty in the errors of Summaries, which serve thousands of nodes.
-	Reason string
-	// Summary is the same reason in words that depend on the pod alone, so that kube-scheduler,
-	// which counts identical reasons over the nodes, summarises a FailedScheduling event as
-	// "0/1000 nodes are available: 700 GPU memory: no GPU has 4 GiB free, 300 ...".
-	Summary string
-	// Unresolvable is true when removing pods from the node would not help (no card is big
-	// enough, too few cards, no card of an accepted model, all unhealthy).
-	Unresolvable bool
-}
-
-func (e *FitError) Error() string { return e.Reason }
+// FitError says why a pod does not fit a node, in words for people. It is defined in gpumem, a
+// pure package that the extender's wire codec (pkg/scheduler/wire) may import, so that the
+// codec writes placement's verdicts without importing placement.
+type FitError = gpumem.FitError
 
 // misfit is why a pod does not fit a node, before it is put in words.
 type misfit int

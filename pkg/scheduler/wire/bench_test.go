@@ -8,7 +8,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
-	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // benchCandidates are the candidate counts of the codec's benchmarks: a filter call of a
@@ -57,13 +57,13 @@ func BenchmarkDecodeArgs(b *testing.B) {
 // candidate named with its reason, the largest answer): codec=wire is AppendJSON,
 // codec=encoding-json json.Marshal of Result().
 func BenchmarkFilterAnswer(b *testing.B) {
-	reasons := []*placement.FitError{
+	reasons := []*gpumem.FitError{
 		{Summary: "GPU memory: no GPU has 100 GiB free"},
 		{Summary: "GPU memory: all GPUs of the node are unhealthy", Unresolvable: true},
 	}
 	for _, n := range benchCandidates {
 		names := benchNames(n)
-		a := &FilterAnswer{Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Failures: make([]*placement.FitError, n)}
+		a := &FilterAnswer{Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Failures: make([]*gpumem.FitError, n)}
 		for i := range a.Failures {
 			a.Failures[i] = reasons[i%7/6]
 		}

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // FilterAnswer is a filter pass's verdict on each candidate, in the request's order, before it
@@ -25,7 +25,7 @@ type FilterAnswer struct {
 	Passed []bool
 	// Failures[i] says why Names[i] fails, nil when it passes or when the pass gives no reason
 	// (the nodes a choosing filter did not choose); Failures may be nil.
-	Failures []*placement.FitError
+	Failures []*gpumem.FitError
 	// Err is the answer's Error; the answer then lists no node, passed or failed.
 	Err string
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // TestFilterAnswerJSONMatchesResult: the JSON AppendJSON writes from a pass's verdicts decodes
@@ -24,14 +24,14 @@ func TestFilterAnswerJSONMatchesResult(t *testing.T) {
 		every.WriteByte(byte(c)) // control characters, quotes, HTML characters, invalid UTF-8
 	}
 	odd := []string{"", "plain", every.String(), "<script>&</script>", "line\u2028sep\u2029", "é日本\U0001F600", "\xff\xfe", `"quoted" \back\`}
-	reasons := make([]*placement.FitError, 0, 2*len(odd))
+	reasons := make([]*gpumem.FitError, 0, 2*len(odd))
 	for _, s := range odd {
-		reasons = append(reasons, &placement.FitError{Reason: "detail " + s, Summary: s}, &placement.FitError{Reason: s, Summary: s, Unresolvable: true})
+		reasons = append(reasons, &gpumem.FitError{Reason: "detail " + s, Summary: s}, &gpumem.FitError{Reason: s, Summary: s, Unresolvable: true})
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var bigNames []string
 	var bigPassed []bool
-	var bigFailures []*placement.FitError
+	var bigFailures []*gpumem.FitError
 	for i := range 3000 {
 		bigNames = append(bigNames, fmt.Sprintf("node-%05d", rng.IntN(2000))) // some named twice
 		if i%7 == 0 {
@@ -45,12 +45,12 @@ func TestFilterAnswerJSONMatchesResult(t *testing.T) {
 	tests := map[string]*FilterAnswer{
 		"no candidates":      {Args: &extenderv1.ExtenderArgs{NodeNames: &[]string{}}},
 		"nil names":          {Args: &extenderv1.ExtenderArgs{}},
-		"names":              {Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Passed: []bool{true, false, true}, Failures: []*placement.FitError{nil, reasons[0], nil}},
-		"none passes":        {Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Passed: nil, Failures: []*placement.FitError{reasons[5], reasons[4], reasons[11]}},
+		"names":              {Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Passed: []bool{true, false, true}, Failures: []*gpumem.FitError{nil, reasons[0], nil}},
+		"none passes":        {Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Passed: nil, Failures: []*gpumem.FitError{reasons[5], reasons[4], reasons[11]}},
 		"chosen, no reasons": {Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Passed: []bool{false, true, false}},
 		"odd strings":        {Args: &extenderv1.ExtenderArgs{NodeNames: &odd}, Names: odd, Passed: make([]bool, len(odd)), Failures: reasons[:len(odd)]},
 		"3000 candidates":    {Args: &extenderv1.ExtenderArgs{NodeNames: &bigNames}, Names: bigNames, Passed: bigPassed, Failures: bigFailures},
-		"nodes":              {Args: &extenderv1.ExtenderArgs{Nodes: nodes}, Names: []string{"n<1>", "n2"}, Passed: []bool{true, false}, Failures: []*placement.FitError{nil, reasons[2]}},
+		"nodes":              {Args: &extenderv1.ExtenderArgs{Nodes: nodes}, Names: []string{"n<1>", "n2"}, Passed: []bool{true, false}, Failures: []*gpumem.FitError{nil, reasons[2]}},
 		"error":              {Args: &extenderv1.ExtenderArgs{NodeNames: &names}, Names: names, Err: "filter: request has no pod"},
 	}
 	for name, a := range tests {
@@ -77,7 +77,7 @@ func TestFilterAnswerJSONMatchesResult(t *testing.T) {
 	}
 	t.Run("request order", func(t *testing.T) {
 		order := []string{"c", "a", "b"}
-		a := &FilterAnswer{Args: &extenderv1.ExtenderArgs{NodeNames: &order}, Names: order, Passed: make([]bool, 3), Failures: []*placement.FitError{reasons[0], reasons[0], reasons[0]}}
+		a := &FilterAnswer{Args: &extenderv1.ExtenderArgs{NodeNames: &order}, Names: order, Passed: make([]bool, 3), Failures: []*gpumem.FitError{reasons[0], reasons[0], reasons[0]}}
 		got, err := a.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)

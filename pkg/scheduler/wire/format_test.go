@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/gpumem"
 )
 
 // TestEscapeFormat: kube-scheduler's Eventf(msg) prints an escaped message as it was: every "%"
@@ -41,7 +41,7 @@ func TestEscapeFormat(t *testing.T) {
 func TestFilterAnswerEscapesReasons(t *testing.T) {
 	names := []string{"n1", "n2"}
 	args := &extenderv1.ExtenderArgs{NodeNames: &names}
-	failures := []*placement.FitError{{Summary: "model A100%d"}, {Summary: "100% used", Unresolvable: true}}
+	failures := []*gpumem.FitError{{Summary: "model A100%d"}, {Summary: "100% used", Unresolvable: true}}
 	a := &FilterAnswer{Args: args, Names: names, Passed: []bool{false, false}, Failures: failures}
 	want := &extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedNodes: extenderv1.FailedNodesMap{"n1": "model A100%%d"},
 		FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{"n2": "100%% used"}}

@@ -21,11 +21,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -107,18 +106,11 @@ func main() {
 	flag.BoolVar(&o.extenderOnly, "extender-only", false, "run only the extender's runs, not kube-scheduler alone's (to compare extender setups, e.g. --replicas 1 against 2)")
 	flag.Parse()
 	flag.Visit(func(f *flag.Flag) { o.frontSet = o.frontSet || f.Name == "front" })
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
-		os.Exit(1)
-	}
+	benchrun.Main("bench-e2e", func(ctx context.Context) error { return run(ctx, o) })
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+// logf writes one log line of the command.
+func logf(format string, args ...any) { benchrun.Logger("bench")(format, args...) }
 
 func run(ctx context.Context, o options) error {
 	if o.nodes < 1 || o.pods < 1 || o.runs < 1 {

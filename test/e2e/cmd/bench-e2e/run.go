@@ -3,11 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -82,22 +80,6 @@ type result struct {
 	cpu map[string]time.Duration
 }
 
-// replicaStats is what one extender replica did in a run, by its /metrics.
-type replicaStats struct {
-	Name string `json:"name"`
-	// Leading is whether it led at the end of the run.
-	Leading bool `json:"leading"`
-	// Binds and BindFailures are its gpushare_bind_total and gpushare_bind_failures_total,
-	// Filters its gpushare_filter_total (calls it answered itself), Forwarded the calls it
-	// forwarded to the leader (gpushare_forwarded_requests_total, outcome forwarded).
-	Binds        int `json:"binds"`
-	BindFailures int `json:"bind_failures"`
-	Filters      int `json:"filters"`
-	Forwarded    int `json:"forwarded"`
-	// Connections is how many connections the connection front gave it (that front only).
-	Connections *int `json:"connections,omitempty"`
-}
-
 func (r result) String() string {
 	s := fmt.Sprintf("%d bound, %.1f pods/s, create→bound p50 %.0f ms p99 %.0f ms, %d bind failures, %d cards over capacity",
 		r.bound, r.PodsPerS, r.P50Ms, r.P99Ms, r.BindFailures, r.overcommitted)
@@ -108,18 +90,12 @@ func (r result) String() string {
 }
 
 func (b *bench) run(ctx context.Context) (result, error) {
-	c, err := framework.New(b.opts)
+	c, err := benchrun.StartCluster(ctx, b.opts, namespace)
 	if err != nil {
 		return result{}, err
 	}
 	b.c = c
 	defer c.Stop()
-	if err := c.StartControlPlane(ctx); err != nil {
-		return result{}, err
-	}
-	if err := c.EnsureNamespace(ctx, namespace); err != nil {
-		return result{}, err
-	}
 	host := "127.0.0.1:1" // kube-scheduler alone: no extender in its configuration
 	var profileAddrs []string
 	if b.mode.extender != "" {
@@ -197,234 +173,18 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	return res, nil
 }
 
-// letters name the replicas, one each (maxReplicas).
-const letters = "abcdefghijklmnopqrstuvwxyz"
-
-// replicaName is the process name of extender replica i: "extender", then "extender-b",
-// "extender-c"...; replicaIdentity is its name in the leader election's Lease.
-func replicaName(i int) string {
-	if i == 0 {
-		return "extender"
-	}
-	return "extender-" + letters[i:i+1]
-}
-
-func replicaIdentity(i int) string { return "ext-" + letters[i:i+1] }
-
-// startExtenders starts the extender's replicas and, with several or with --front, the front
-// before them. It returns the host kube-scheduler calls, each replica's profiling address (with
-// --cpu-profile) and what closes the front.
-func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs []string, closeFront func(), err error) {
-	closeFront = func() {}
-	for i := range b.o.replicas {
-		args := append([]string{"--v=1"}, strings.Fields(b.o.extenderArgs)...)
-		if b.o.replicas > 1 {
-			args = append(args, "--leader-elect=true", "--leader-elect-identity="+replicaIdentity(i))
-		}
-		if b.o.profile != "" {
-			port, err := framework.FreePort()
-			if err != nil {
-				return "", nil, closeFront, err
-			}
-			profileAddrs = append(profileAddrs, fmt.Sprintf("127.0.0.1:%d", port))
-			args = append(args, "--profiling-address="+profileAddrs[i])
-		}
-		ext, err := b.c.StartExtenderAs(ctx, replicaName(i), b.mode.extender, 0, args...)
-		if err != nil {
-			return "", nil, closeFront, fmt.Errorf("%s: %w", replicaName(i), err)
-		}
-		b.exts, b.names, b.args = append(b.exts, ext), append(b.names, replicaName(i)), append(b.args, args)
-	}
-	b.ext = b.exts[0]
-	if b.o.replicas > 1 {
-		if err := b.waitLeader(ctx); err != nil {
-			return "", nil, closeFront, err
-		}
-	}
-	// The followers come first behind a front: kube-scheduler's first connection, and the first
-	// call, land on a follower, the case that cost binds before followers forwarded.
-	behind := b.followersFirst(ctx)
-	b.frontOrder = behind
-	switch b.o.frontUsed() {
-	case frontNone:
-		return b.ext.Host(), profileAddrs, closeFront, nil
-	case frontConnection:
-		f, err := b.c.StartConnFront(behind...)
-		if err != nil {
-			return "", nil, closeFront, err
-		}
-		b.conns = f.Conns
-		return f.Host, profileAddrs, f.Close, nil
-	default:
-		start := b.c.StartRoundRobin
-		if b.o.front == frontRequestLeader {
-			start = b.c.StartLeaderRoundRobin
-		}
-		f, err := start(behind...)
-		if err != nil {
-			return "", nil, closeFront, err
-		}
-		return f.Host, profileAddrs, f.Close, nil
-	}
-}
-
-// handOver stops the leading replica (it releases the Lease on SIGTERM), waits until another
-// leads, and starts the stopped one again on its port, where the front still sends to it.
-func (b *bench) handOver(ctx context.Context) error {
-	for i, ext := range b.exts {
-		if lead, err := ext.Leading(ctx); err != nil || !lead {
-			continue
-		}
-		logf("handover: stopping %s, the leader", b.names[i])
-		ext.Proc.Stop(20 * time.Second)
-		start := time.Now()
-		if err := b.waitLeader(ctx); err != nil {
-			return err
-		}
-		logf("handover: a new leader after %.1f s; restarting %s as a follower", time.Since(start).Seconds(), b.names[i])
-		again, err := b.c.StartExtenderAs(ctx, b.names[i], b.mode.extender, ext.Port, b.args[i]...)
-		if err != nil {
-			return fmt.Errorf("restart %s: %w", b.names[i], err)
-		}
-		b.exts[i] = again
-		b.ext = b.exts[0]
-		if j := slices.Index(b.frontOrder, ext); j >= 0 {
-			b.frontOrder[j] = again
-		}
-		return nil
-	}
-	return errors.New("handover: no replica leads")
-}
-
-// waitLeader waits until one replica says it leads, and logs which.
-func (b *bench) waitLeader(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	return framework.WaitFor(ctx, 250*time.Millisecond, "an extender replica to lead", func() (bool, error) {
-		for i, ext := range b.exts {
-			if lead, err := ext.Leading(ctx); err == nil && lead {
-				logf("%s (%s) leads", b.names[i], replicaIdentity(i))
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-}
-
-// followersFirst is the replicas with those that do not lead first.
-func (b *bench) followersFirst(ctx context.Context) []*framework.Extender {
-	var lead, follow []*framework.Extender
-	for _, ext := range b.exts {
-		if l, err := ext.Leading(ctx); err == nil && l {
-			lead = append(lead, ext)
-		} else {
-			follow = append(follow, ext)
-		}
-	}
-	return append(follow, lead...)
-}
-
-// replicaStats reads each replica's bind and filter counters (and whether it leads), and the
-// connections the connection front gave it.
-func (b *bench) replicaStats(ctx context.Context) ([]replicaStats, error) {
-	var conns []int
-	if b.conns != nil {
-		conns = b.conns()
-	}
-	out := make([]replicaStats, 0, len(b.exts))
-	for i, ext := range b.exts {
-		m, err := ext.Metrics(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s metrics: %w", b.names[i], err)
-		}
-		lead, err := ext.Leading(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s /readyz: %w", b.names[i], err)
-		}
-		st := replicaStats{Name: b.names[i], Leading: lead, Binds: int(m["gpushare_bind_total"]),
-			BindFailures: int(m["gpushare_bind_failures_total"]), Filters: int(m["gpushare_filter_total"])}
-		for k, v := range m {
-			if strings.HasPrefix(k, "gpushare_forwarded_requests_total{") && strings.Contains(k, `outcome="forwarded"`) {
-				st.Forwarded += int(v)
-			}
-		}
-		if j := slices.Index(b.frontOrder, ext); conns != nil && j >= 0 && j < len(conns) {
-			st.Connections = &conns[j]
-		}
-		logf("%s: %d binds, %d bind failures, %d filters, leading %t", st.Name, st.Binds, st.BindFailures, st.Filters, st.Leading)
-		out = append(out, st)
-	}
-	return out, nil
-}
-
-// profile writes a 20 s CPU profile of the extender replica name into o.profile.
-func (b *bench) profile(ctx context.Context, name, addr string) {
-	file := filepath.Base(b.opts.Dir) + ".pprof"
-	if name != replicaName(0) {
-		file = filepath.Base(b.opts.Dir) + "-" + name + ".pprof"
-	}
-	path := filepath.Join(b.o.profile, file)
-	if err := framework.SaveProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=20", path); err != nil {
-		logf("profile of %s: %v", name, err)
-		return
-	}
-	logf("CPU profile of %s: %s", name, path)
-}
-
-// profileAPIServer writes a 20 s CPU profile of kube-apiserver into o.profile.
-func (b *bench) profileAPIServer(ctx context.Context) {
-	path := filepath.Join(b.o.profile, filepath.Base(b.opts.Dir)+"-apiserver.pprof")
-	raw, err := b.c.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").
-		Timeout(time.Minute).DoRaw(ctx)
-	if err == nil {
-		err = os.WriteFile(path, raw, 0o644)
-	}
-	if err != nil {
-		logf("profile of kube-apiserver: %v", err)
-		return
-	}
-	logf("CPU profile of kube-apiserver: %s", path)
-}
-
-// cpuTimes is the CPU time used so far by each process of the cluster and by this program.
-func (b *bench) cpuTimes() map[string]time.Duration {
-	out := b.c.CPUTimes()
-	if d, err := framework.CPUTime(os.Getpid()); err == nil {
-		out["bench"] = d
-	}
-	return out
-}
-
 // addNodes creates the nodes, 16 at a time, each with 8 cards of 16 GiB published as the
 // share-plugin does; with the extender it waits until every replica's cache holds them all.
 func (b *bench) addNodes(ctx context.Context) error {
-	sem := make(chan struct{}, 16)
-	errs := make(chan error, b.o.nodes)
-	for i := range b.o.nodes {
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			node, alloc, err := framework.GPUNode(fmt.Sprintf("node-%04d", i), 8, 16)
-			if err == nil {
-				err = b.c.AddReadyNode(ctx, node, alloc)
-			}
-			errs <- err
-		}()
+	names := make([]string, b.o.nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("node-%04d", i)
 	}
-	for range b.o.nodes {
-		if err := <-errs; err != nil {
-			return err
-		}
+	if err := benchrun.AddGPUNodes(ctx, b.c, names, 8, 16, 16); err != nil {
+		return err
 	}
 	for i, ext := range b.exts {
-		err := framework.WaitFor(ctx, 250*time.Millisecond, b.names[i]+" cache to hold every node", func() (bool, error) {
-			var inv struct {
-				Nodes []struct{} `json:"nodes"`
-			}
-			err := ext.GetJSON(ctx, framework.ExtenderPrefix+"/inspect", &inv)
-			return err == nil && len(inv.Nodes) == b.o.nodes, err
-		})
-		if err != nil {
+		if err := benchrun.WaitCached(ctx, ext, b.names[i]+" cache to hold every node", b.o.nodes); err != nil {
 			return err
 		}
 	}
@@ -546,44 +306,6 @@ func (b *bench) tail(start time.Time) string {
 	return strings.Join(parts, " ")
 }
 
-// logHandlerTimes logs an extender replica's own time per filter and bind call (its
-// request-duration histogram): the mean and the share of calls within some bounds.
-func (b *bench) logHandlerTimes(ctx context.Context, replica string, ext *framework.Extender) {
-	m, err := ext.Metrics(ctx)
-	if err != nil {
-		logf("%s metrics: %v", replica, err)
-		return
-	}
-	const name = "gpushare_extender_request_duration_seconds"
-	for _, verb := range []string{"filter", "bind"} {
-		count := m[fmt.Sprintf(`%s_count{verb=%q}`, name, verb)]
-		if count == 0 {
-			continue
-		}
-		msg := fmt.Sprintf("%s %s: %.0f calls, mean %.2f ms;", replica, verb, count, 1000*m[fmt.Sprintf(`%s_sum{verb=%q}`, name, verb)]/count)
-		for _, le := range []string{"0.001", "0.0025", "0.005", "0.01", "0.025"} {
-			msg += fmt.Sprintf(" <=%s s %.1f%%", le, 100*m[fmt.Sprintf(`%s_bucket{verb=%q,le=%q}`, name, verb, le)]/count)
-		}
-		logf("%s", msg)
-	}
-}
-
-// bindFailures counts the scheduling failures kube-scheduler reported for binding (its
-// FailedScheduling Events that name a binding).
-func (b *bench) bindFailures(ctx context.Context) (int, error) {
-	evs, err := b.c.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, ev := range evs.Items {
-		if strings.Contains(strings.ToLower(ev.Message), "bind") {
-			n += max(int(ev.Count), 1)
-		}
-	}
-	return n, nil
-}
-
 // check returns the number of cards over capacity: with the extender, by the placements and
 // each replica's audit (an error when anything else is wrong); alone, kube-scheduler only
 // counts a node's total, which is checked per node.
@@ -636,53 +358,4 @@ func (b *bench) checkReplica(ctx context.Context, ext *framework.Extender) (fram
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// apiRequests is kube-apiserver's count of requests so far by verb, resource and subresource
-// (its apiserver_request_total summed over the other labels); nil if its metrics cannot be read.
-func (b *bench) apiRequests(ctx context.Context) map[string]float64 {
-	raw, err := b.c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		logf("kube-apiserver metrics: %v", err)
-		return nil
-	}
-	m, err := framework.ParseMetrics(raw)
-	if err != nil {
-		logf("kube-apiserver metrics: %v", err)
-		return nil
-	}
-	out := map[string]float64{}
-	for series, v := range m {
-		if labels, ok := strings.CutPrefix(series, "apiserver_request_total{"); ok {
-			key := strings.TrimSpace(label(labels, "verb") + " " + label(labels, "resource") + " " + label(labels, "subresource"))
-			out[key] += v
-		}
-	}
-	return out
-}
-
-// label is the value of name in a Prometheus series' labels (`a="x",b="y"}`), "" if absent.
-func label(labels, name string) string {
-	_, rest, ok := strings.Cut(","+labels, ","+name+`="`)
-	if !ok {
-		return ""
-	}
-	v, _, _ := strings.Cut(rest, `"`)
-	return v
-}
-
-// logAPIRequests logs the requests kube-apiserver served since before (apiRequests), the
-// kinds with at least 100 of them: what each mode asks of the API server per run.
-func (b *bench) logAPIRequests(ctx context.Context, before map[string]float64) {
-	after := b.apiRequests(ctx)
-	if before == nil || after == nil {
-		return
-	}
-	var parts []string
-	for _, key := range slices.Sorted(maps.Keys(after)) {
-		if n := after[key] - before[key]; n >= 100 {
-			parts = append(parts, fmt.Sprintf("%s %.0f", key, n))
-		}
-	}
-	logf("%s run: kube-apiserver requests: %s", b.mode.name, strings.Join(parts, ", "))
 }

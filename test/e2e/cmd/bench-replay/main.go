@@ -13,13 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/sim"
+	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -47,18 +46,11 @@ func main() {
 	flag.StringVar(&o.extender, "extender", "", "extender binary to run (default: built from this checkout)")
 	flag.BoolVar(&o.taintGPUNodes, "taint-gpu-nodes", false, "taint every node so that only pods asking gpu-mem go there (pods without gpu-mem are then rejected: every openb node has GPUs)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, registry)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-replay:", err)
-		os.Exit(1)
-	}
+	benchrun.Main("bench-replay", func(ctx context.Context) error { return run(ctx, o, registry) })
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[replay %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+// logf writes one log line of the command.
+func logf(format string, args ...any) { benchrun.Logger("replay")(format, args...) }
 
 func run(ctx context.Context, o options, registry policies.Registry) error {
 	if o.traceDir == "" {

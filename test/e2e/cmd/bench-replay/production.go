@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/sim"
+	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -52,7 +52,7 @@ var gpuTaint = v1.Taint{Key: "gpushare.io/gpu", Value: "true", Effect: v1.TaintE
 // startProduction starts etcd, kube-apiserver, the extender with policy and kube-scheduler with
 // the shipped configuration, and watches the replayed pods.
 func startProduction(ctx context.Context, opts framework.Options, extBin, policy string, taintGPUNodes bool) (*production, error) {
-	c, err := framework.New(opts)
+	c, err := benchrun.StartCluster(ctx, opts, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -66,12 +66,6 @@ func startProduction(ctx context.Context, opts framework.Options, extBin, policy
 
 func (p *production) start(ctx context.Context, extBin, policy string) error {
 	c := p.cluster
-	if err := c.StartControlPlane(ctx); err != nil {
-		return err
-	}
-	if err := c.EnsureNamespace(ctx, namespace); err != nil {
-		return err
-	}
 	ext, err := c.StartExtender(ctx, extBin, 0, "--policy="+policy, "--v=1")
 	if err != nil {
 		return err
@@ -108,13 +102,7 @@ func (p *production) addNodes(ctx context.Context, nodes []sim.Node) error {
 			return err
 		}
 	}
-	if err := framework.WaitFor(ctx, 250*time.Millisecond, "extender cache to hold every node", func() (bool, error) {
-		var inv struct {
-			Nodes []json.RawMessage `json:"nodes"`
-		}
-		err := p.ext.GetJSON(ctx, framework.ExtenderPrefix+"/inspect", &inv)
-		return err == nil && len(inv.Nodes) == len(nodes), err
-	}); err != nil {
+	if err := benchrun.WaitCached(ctx, p.ext, "extender cache to hold every node", len(nodes)); err != nil {
 		return err
 	}
 	logf("%d nodes created and cached in %.1f s", len(nodes), time.Since(t0).Seconds())

@@ -11,11 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
-	"time"
 
+	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -42,18 +40,11 @@ func main() {
 	flag.StringVar(&o.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces")
 	flag.StringVar(&o.profile, "heap-profile", "", "folder to write the extender's heap profiles (at ready and after the calls) and CPU profiles (5 s of filter calls per candidate count) to")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-scale:", err)
-		os.Exit(1)
-	}
+	benchrun.Main("bench-scale", func(ctx context.Context) error { return run(ctx, o) })
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[bench-scale %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+// logf writes one log line of the command.
+func logf(format string, args ...any) { benchrun.Logger("bench-scale")(format, args...) }
 
 func run(ctx context.Context, o options) error {
 	if o.nodes < 1 || o.pods < 0 || o.calls < 1 || o.pods > o.nodes*32 {
@@ -64,14 +55,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer ws.Cleanup()
-	c, err := framework.New(framework.Options{Root: ws.Root, Bin: ws.Bin, Dir: filepath.Join(ws.Dir, "cluster"), Logf: logf})
+	c, err := benchrun.StartCluster(ctx, framework.Options{Root: ws.Root, Bin: ws.Bin, Dir: filepath.Join(ws.Dir, "cluster"), Logf: logf}, namespace)
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
-	if err := c.StartControlPlane(ctx); err != nil {
-		return err
-	}
 	s, err := newScale(c, o)
 	if err != nil {
 		return err

@@ -11,9 +11,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,6 +21,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -53,9 +51,6 @@ func newScale(c *framework.Cluster, o options) (*scale, error) {
 
 // measure fills the cluster, starts the extender and times it.
 func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error) {
-	if err := s.c.EnsureNamespace(ctx, namespace); err != nil {
-		return nil, err
-	}
 	start := time.Now()
 	if err := s.addNodes(ctx); err != nil {
 		return nil, err
@@ -68,15 +63,9 @@ func (s *scale) measure(ctx context.Context, extenderBin string) (*report, error
 	logf("%d running pods in %.1f s", s.o.pods, time.Since(start).Seconds())
 
 	rep := &report{Nodes: s.o.nodes, Pods: s.o.pods}
-	args := append([]string{"--v=1"}, strings.Fields(s.o.extenderArgs)...)
-	profileAddr := ""
-	if s.o.profile != "" {
-		port, err := framework.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		profileAddr = fmt.Sprintf("127.0.0.1:%d", port)
-		args = append(args, "--profiling-address="+profileAddr)
+	args, profileAddr, err := benchrun.ExtenderArgs(s.o.extenderArgs, s.o.profile != "")
+	if err != nil {
+		return nil, err
 	}
 	start = time.Now()
 	ext, err := s.c.StartExtender(ctx, extenderBin, 0, args...)
@@ -198,13 +187,7 @@ func (s *scale) addNodes(ctx context.Context) error {
 	for i := range s.nodes {
 		s.nodes[i] = fmt.Sprintf("node-%05d", i)
 	}
-	return parallel(len(s.nodes), func(i int) error {
-		node, alloc, err := framework.GPUNode(s.nodes[i], 8, 16)
-		if err != nil {
-			return err
-		}
-		return s.c.AddReadyNode(ctx, node, alloc)
-	})
+	return benchrun.AddGPUNodes(ctx, s.c, s.nodes, 8, 16, 32)
 }
 
 // addPods creates the running pods, already bound: pod i runs on node i mod NODES, on card
@@ -212,7 +195,7 @@ func (s *scale) addNodes(ctx context.Context) error {
 func (s *scale) addPods(ctx context.Context) error {
 	names := contract.DefaultNames()
 	q := *resource.NewQuantity(podUnits, resource.DecimalSI)
-	return parallel(s.o.pods, func(i int) error {
+	return benchrun.Parallel(s.o.pods, 32, func(i int) error {
 		node, card := s.nodes[i%len(s.nodes)], (i/len(s.nodes))%8
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("run-%06d", i), Namespace: namespace, Annotations: map[string]string{
@@ -359,26 +342,6 @@ func post(ctx context.Context, ext *framework.Extender, verb string, body []byte
 		return fmt.Errorf("%s: %d %s", verb, resp.StatusCode, raw)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-// parallel runs f(0..n-1) on 32 goroutines and returns the first error.
-func parallel(n int, f func(i int) error) error {
-	var next atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }
 
 func rssMiB(pid int, field string) (float64, error) {

@@ -13,10 +13,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
+	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -25,26 +23,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: gpushare-local up|down [flags]")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	var err error
-	switch os.Args[1] {
-	case "up":
-		err = up(ctx, os.Args[2:])
-	case "down":
-		err = down(os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown command %q", os.Args[1])
-	}
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gpushare-local:", err)
-		os.Exit(1)
-	}
+	benchrun.Main("gpushare-local", func(ctx context.Context) error {
+		switch os.Args[1] {
+		case "up":
+			return up(ctx, os.Args[2:])
+		case "down":
+			return down(os.Args[2:])
+		default:
+			return fmt.Errorf("unknown command %q", os.Args[1])
+		}
+	})
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[demo %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+// logf writes one log line of the command.
+func logf(format string, args ...any) { benchrun.Logger("demo")(format, args...) }
 
 func down(args []string) error {
 	fs := flag.NewFlagSet("down", flag.ExitOnError)

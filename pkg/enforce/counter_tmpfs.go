@@ -1,4 +1,4 @@
-package deviceplugin
+package enforce
 
 import (
 	"errors"
@@ -9,17 +9,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultCounterSize bounds each container's HAMi-core counter folder (MemoryLimitConfig.CounterSize):
+// DefaultCounterSize bounds each container's HAMi-core counter folder (Config.CounterSize):
 // a tmpfs of 4 MiB. HAMi-core's counter file is its mmap'ed shared_region_t
 // (src/multiprocess/multiprocess_memory_limit.h): 2,008,952 bytes at the pinned commit
 // 8f3a89c (1,024 process slots of 1,960 bytes, 16 cards), plus the one byte it writes at the
 // end, so 491 pages of 4 KiB. 2 MiB (512 pages) would hold one such file; 4 MiB holds two, for
 // a container restarted after a library upgrade, which starts a new file named after the new
-// library (limiter.cacheFile) next to the old one. Pages are charged to the memory cgroup of
+// library (hamiCore.cacheFile) next to the old one. Pages are charged to the memory cgroup of
 // the container that touches them.
 const DefaultCounterSize = 4 << 20
 
-// MinCounterSize is the smallest bound ValidateMemoryLimit accepts besides 0: one counter file
+// MinCounterSize is the smallest bound Config.Validate accepts besides 0: one counter file
 // of the pinned HAMi-core (see DefaultCounterSize). A smaller folder would make HAMi-core's
 // mmap'ed region fault (SIGBUS) in every CUDA process of the container.
 const MinCounterSize = 2 << 20
@@ -32,28 +32,28 @@ const counterInodes = 64
 // counterFSName is the source of the counter tmpfs mounts, as /proc/mounts shows it.
 const counterFSName = "gpushare-counters"
 
-// errCounterMount is wrapped when a container's counter folder cannot be bounded.
-var errCounterMount = errors.New("cannot bound the HAMi-core counter folder")
+// ErrCounterMount is wrapped when a container's counter folder cannot be bounded.
+var ErrCounterMount = errors.New("cannot bound the HAMi-core counter folder")
 
-// counterMounter puts a size-bounded file system on each container's counter folder, so that
+// Mounter puts a size-bounded file system on each container's counter folder, so that
 // a container cannot fill the node's disk through the folder it shares with the host. The
-// plugin uses tmpfsMounter; tests that cannot mount fake it.
-type counterMounter interface {
-	// mount mounts a tmpfs of size bytes, open to all (mode 1777), nosuid, nodev, noexec, on
+// backend uses tmpfsMounter unless WithMounter replaces it (tests that cannot mount).
+type Mounter interface {
+	// Mount mounts a tmpfs of size bytes, open to all (mode 1777), nosuid, nodev, noexec, on
 	// the folder dir, unless one is mounted there already (a restarted plugin, a repeated
 	// Allocate).
-	mount(dir string, size int64) error
-	// unmount detaches the file system mounted on dir; a dir that is not a mount point, or is
+	Mount(dir string, size int64) error
+	// Unmount detaches the file system mounted on dir; a dir that is not a mount point, or is
 	// gone, is no error.
-	unmount(dir string) error
+	Unmount(dir string) error
 }
 
 // tmpfsMounter mounts real tmpfs file systems (it needs CAP_SYS_ADMIN).
 type tmpfsMounter struct{}
 
-var _ counterMounter = tmpfsMounter{}
+var _ Mounter = tmpfsMounter{}
 
-func (tmpfsMounter) mount(dir string, size int64) error {
+func (tmpfsMounter) Mount(dir string, size int64) error {
 	on, err := isMountPoint(dir)
 	if err != nil {
 		return err
@@ -61,21 +61,21 @@ func (tmpfsMounter) mount(dir string, size int64) error {
 	if on {
 		var fs unix.Statfs_t
 		if err := unix.Statfs(dir, &fs); err != nil {
-			return fmt.Errorf("%w: statfs %s: %w", errCounterMount, dir, err)
+			return fmt.Errorf("%w: statfs %s: %w", ErrCounterMount, dir, err)
 		}
 		if fs.Type != unix.TMPFS_MAGIC {
-			return fmt.Errorf("%w: %s is a mount point of another file system (type %#x)", errCounterMount, dir, fs.Type)
+			return fmt.Errorf("%w: %s is a mount point of another file system (type %#x)", ErrCounterMount, dir, fs.Type)
 		}
 		return nil // ours, from an earlier Allocate or plugin run: its counters stay
 	}
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", size, counterInodes)
 	if err := unix.Mount(counterFSName, dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
-		return fmt.Errorf("%w: mount a %d-byte tmpfs on %s: %w", errCounterMount, size, dir, err)
+		return fmt.Errorf("%w: mount a %d-byte tmpfs on %s: %w", ErrCounterMount, size, dir, err)
 	}
 	return nil
 }
 
-func (tmpfsMounter) unmount(dir string) error {
+func (tmpfsMounter) Unmount(dir string) error {
 	on, err := isMountPoint(dir)
 	if errors.Is(err, os.ErrNotExist) || (err == nil && !on) {
 		return nil
@@ -106,14 +106,14 @@ func isMountPoint(dir string) (bool, error) {
 // boundCounters mounts the size-bounded file system on a container's counter folder dir,
 // when the configuration asks for one (CounterSize > 0). A failure is the node's
 // misconfiguration, said so: the container must not get an unbounded host folder instead.
-func (l *limiter) boundCounters(dir string) error {
-	if l.cfg.CounterSize == 0 {
+func (h *hamiCore) boundCounters(dir string) error {
+	if h.cfg.CounterSize == 0 {
 		return nil // documented as unbounded
 	}
-	if err := l.mounter.mount(dir, l.cfg.CounterSize); err != nil {
+	if err := h.mounter.Mount(dir, h.cfg.CounterSize); err != nil {
 		return fmt.Errorf("%w (--hami-core-counter-size=%d); the node is misconfigured: give share-plugin the privilege to mount "+
 			"(privileged, its state folder mounted with mountPropagation: Bidirectional), or set --hami-core-counter-size=0 "+
-			"to hand out unbounded host folders", err, l.cfg.CounterSize)
+			"to hand out unbounded host folders", err, h.cfg.CounterSize)
 	}
 	return nil
 }
@@ -121,7 +121,7 @@ func (l *limiter) boundCounters(dir string) error {
 // removeCounters unmounts the counter folders of a gone pod (podDir, holding one folder per
 // container) and removes them. It stops at the first folder it cannot unmount: removing it
 // would empty a tmpfs that some container may still see, and fail on the mount point anyway.
-func (l *limiter) removeCounters(podDir string) error {
+func (h *hamiCore) removeCounters(podDir string) error {
 	entries, err := os.ReadDir(podDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("list %s: %w", podDir, err)
@@ -130,7 +130,7 @@ func (l *limiter) removeCounters(podDir string) error {
 		if !e.IsDir() {
 			continue
 		}
-		if err := l.mounter.unmount(filepath.Join(podDir, e.Name())); err != nil {
+		if err := h.mounter.Unmount(filepath.Join(podDir, e.Name())); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // WriteELF writes a 64-bit little-endian ELF header of the given type and machine at path: all
-// the plugin reads of the HAMi-core library (deviceplugin.HostELFMachine names this machine's).
+// the enforce backend reads of the HAMi-core library (enforce.HostELFMachine names this machine's).
 // A dynamic loader refuses it.
 func WriteELF(path string, typ elf.Type, machine elf.Machine) error {
 	hdr := elf.Header64{
