@@ -56,7 +56,8 @@ type admissionRequest struct {
 	oldObject   runtime.Object      // the stored pod, on UPDATE
 	username    string              // ordinaryUser when empty
 	extra       map[string][]string
-	namespace   *v1.Namespace // "default" without labels when nil
+	namespace   *v1.Namespace  // "default" without labels when nil
+	params      runtime.Object // the binding's param (a Lease) when the policy has a paramKind; nil: not found
 }
 
 // compiledPolicy is a policy and its binding compiled as kube-apiserver compiles them.
@@ -88,7 +89,7 @@ func compilePolicy(t *testing.T, file string) *compiledPolicy {
 	if err != nil {
 		t.Fatalf("CEL compiler: %v", err)
 	}
-	vars := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
+	vars := plugincel.OptionalVariableDeclarations{HasAuthorizer: true, HasParams: p.Spec.ParamKind != nil}
 	for _, v := range p.Spec.Variables {
 		if r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, vars, environment.NewExpressions); r.Error != nil {
 			t.Errorf("%s: variable %s: %v", file, v.Name, r.Error)
@@ -108,14 +109,14 @@ func compilePolicy(t *testing.T, file string) *compiledPolicy {
 	}
 	mustCompile(t, file, compiler, validations, vars)
 	mustCompile(t, file, compiler, conditions, vars)
-	mustCompile(t, file, compiler, messages, plugincel.OptionalVariableDeclarations{})
+	mustCompile(t, file, compiler, messages, plugincel.OptionalVariableDeclarations{HasParams: vars.HasParams})
 	var matcher matchconditions.Matcher
 	if len(conditions) > 0 {
 		matcher = matchconditions.NewMatcher(compiler.CompileCondition(conditions, vars, environment.NewExpressions), p.Spec.FailurePolicy, "policy", "validate", p.Name)
 	}
 	v := validating.NewValidator(compiler.CompileCondition(validations, vars, environment.NewExpressions), matcher,
 		compiler.CompileCondition(nil, vars, environment.NewExpressions),
-		compiler.CompileCondition(messages, plugincel.OptionalVariableDeclarations{}, environment.NewExpressions), p.Spec.FailurePolicy, nil)
+		compiler.CompileCondition(messages, plugincel.OptionalVariableDeclarations{HasParams: vars.HasParams}, environment.NewExpressions), p.Spec.FailurePolicy, nil)
 	return &compiledPolicy{file: file, policy: p, binding: b, validator: v}
 }
 
@@ -197,8 +198,25 @@ func (c *compiledPolicy) eval(t *testing.T, req admissionRequest) (allowed bool,
 	noOpinion := authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
 		return authorizer.DecisionNoOpinion, "", nil
 	})
-	result := c.validator.Validate(t.Context(), gvr, versioned, nil, ns, celconfig.RuntimeCELCostBudget, noOpinion)
+	if c.policy.Spec.ParamKind != nil && req.params == nil {
+		return c.paramNotFound(t)
+	}
+	result := c.validator.Validate(t.Context(), gvr, versioned, typed(t, scheme, req.params), ns, celconfig.RuntimeCELCostBudget, noOpinion)
 	return c.decide(t, result)
+}
+
+// paramNotFound decides as the dispatcher does when the binding's param does not exist: its
+// paramRef's parameterNotFoundAction (Deny by default) decides.
+func (c *compiledPolicy) paramNotFound(t *testing.T) (allowed bool, message string) {
+	t.Helper()
+	ref := c.binding.Spec.ParamRef
+	if ref == nil {
+		t.Fatalf("%s: the policy has a paramKind and its binding no paramRef", c.file)
+	}
+	if ref.ParameterNotFoundAction != nil && *ref.ParameterNotFoundAction == admissionv1.AllowAction {
+		return true, ""
+	}
+	return false, "no params found for policy binding with `Deny` parameterNotFoundAction"
 }
 
 // decide returns the first denial of result, failing the test on evaluation errors.

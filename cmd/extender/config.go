@@ -138,6 +138,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.DurationVar(&c.election.RenewDeadline, "leader-elect-renew-deadline", c.election.RenewDeadline, "how long a leader tries to renew before it stops binding")
 	fs.DurationVar(&c.election.RetryPeriod, "leader-elect-retry-period", c.election.RetryPeriod, "how often replicas try to acquire or renew the Lease")
 	fs.DurationVar(&c.election.SafetyMargin, "leader-elect-safety-margin", c.election.SafetyMargin, "the leader binds only while less than lease duration minus this has passed since its last successful Lease renewal, by its own monotonic clock (covers clock drift and the time a Binding takes)")
+	fs.DurationVar(&c.election.FenceLag, "leader-elect-fence-lag", c.election.FenceLag, "a replica that has just taken the Lease waits this long before it binds: the API server's admission may accept the previous leader's fence token for that long, and this replica's pod informer must have seen what it accepted (docs/design.md, Fencing)")
 	c.names.AddFlags(fs)
 }
 

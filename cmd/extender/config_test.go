@@ -35,6 +35,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "safety margin eats the lease", change: func(c *config) { c.election.SafetyMargin = 7500 * time.Millisecond }, wantErr: []string{"--leader-elect:", "safety margin < lease duration - retry period"}},
 		{name: "negative safety margin", change: func(c *config) { c.election.SafetyMargin = -time.Second }, wantErr: []string{"0 <= safety margin"}},
 		{name: "no safety margin", change: func(c *config) { c.election.SafetyMargin = 0 }},
+		{name: "fence lag of a whole lease", change: func(c *config) { c.election.FenceLag = 8 * time.Second }, wantErr: []string{"--leader-elect:", "0 <= fence lag < lease duration"}},
+		{name: "no fence lag", change: func(c *config) { c.election.FenceLag = 0 }},
 		{name: "MiB unit", change: func(c *config) { c.names.Unit = resource.MustParse("1Mi") }},
 		{name: "unknown policy", change: func(c *config) { c.policy = "fastest" }, wantErr: []string{`unknown policy "fastest"`, "binpack", "spread"}},
 		{name: "zero qps", change: func(c *config) { c.qps = 0 }, wantErr: []string{"--kube-api-qps and --kube-api-burst must be positive"}},

@@ -35,6 +35,11 @@ const (
 	AnnotationAssumeTime = "ALIYUN_COM_GPU_MEM_ASSUME_TIME"
 	// AnnotationAllocation is the full per-container placement as JSON, see Allocation.
 	AnnotationAllocation = "scheduler.framework.gpushare.allocation"
+	// AnnotationFence is the fencing token a leading extender replica puts on its Bindings and
+	// pod patches, "holder/leaseTransitions" of its Lease: the API server refuses them once
+	// the Lease names another term (config/admission/extender-fence.yaml). Not written with
+	// leader election off.
+	AnnotationFence = "gpushare.io/fence"
 
 	// EnvVisibleDevices names the GPU UUIDs a container may use.
 	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"

@@ -28,7 +28,7 @@ var ErrAlreadyBound = errors.New("pod is already bound to another node")
 // there, keeps its placement.
 func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) error {
 	logger := klog.FromContext(ctx)
-	if !e.Leading() {
+	if !e.waitFenceLag(ctx) {
 		return fmt.Errorf("bind %s/%s: %w (leader: %q); kube-scheduler will retry", args.PodNamespace, args.PodName, ErrNotLeader, e.leadership.Leader())
 	}
 	pod, err := e.readPod(ctx, args)
@@ -177,17 +177,21 @@ func (e *Extender) placementAnnotations(req *contract.PodRequest, nodeName strin
 
 // bindPod creates the Binding, carrying ann for the API server to copy onto the pod. A conflict
 // because the pod got bound to this very node by an earlier attempt counts as success. The
-// fence comes first: a replica whose leadership is not current by its own clock sends nothing
-// and returns ErrNotLeader (its decision may rest on a cache another leader has moved past).
+// fence comes first: a replica that does not lead now by its own clock sends nothing and
+// returns ErrNotLeader (its decision may rest on a cache another leader has moved past). A
+// leader's Binding carries its fence token, which the API server checks against the Lease,
+// and is dropped unsent if it still waits in client-go's rate limiter when the fence expires.
 func (e *Extender) bindPod(ctx context.Context, pod *v1.Pod, node string, ann map[string]string) error {
-	if !e.Leading() {
-		return fmt.Errorf("bind %s to %s: %w (leadership not current; leader: %q); nothing sent", klog.KObj(pod), node, ErrNotLeader, e.leadership.Leader())
+	ctx, cancel, token, err := e.fenced(ctx)
+	if err != nil {
+		return fmt.Errorf("bind %s to %s: %w; nothing sent", klog.KObj(pod), node, err)
 	}
+	defer cancel()
 	b := &v1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: withFence(ann, token)},
 		Target:     v1.ObjectReference{Kind: "Node", Name: node},
 	}
-	err := e.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
+	err = e.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
 	if err == nil {
 		return nil
 	}
@@ -195,6 +199,10 @@ func (e *Extender) bindPod(ctx context.Context, pod *v1.Pod, node string, ann ma
 		if cur, gerr := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); gerr == nil && cur.UID == pod.UID && cur.Spec.NodeName == node {
 			return nil
 		}
+	}
+	if refusedAtFence(err) {
+		e.metrics.fenceRefused.Inc()
+		return fmt.Errorf("bind %s to %s: %w (refused at the fence: token %q is not the Lease's; another replica leads)", klog.KObj(pod), node, err, token)
 	}
 	return fmt.Errorf("bind %s to %s: create binding: %w", klog.KObj(pod), node, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,11 @@ type ElectionConfig struct {
 	// that succeeded. The margin covers the clocks' rates drifting apart and the time a
 	// Binding takes to reach the API server (docs/design.md, Fencing).
 	SafetyMargin time.Duration
+	// FenceLag is how long a replica that has just acquired the Lease waits before it binds:
+	// the API server's admission (config/admission/extender-fence.yaml) may still hold the
+	// previous leader's token for that long, and accept its Bindings, and this replica's pod
+	// informer must have seen them (docs/design.md, Fencing).
+	FenceLag time.Duration
 }
 
 // DefaultElectionConfig replaces a dead leader within about 12 s: a follower sees the Lease
@@ -61,7 +67,7 @@ type ElectionConfig struct {
 func DefaultElectionConfig() ElectionConfig {
 	return ElectionConfig{Namespace: "kube-system", Name: "gpushare-extender",
 		LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: time.Second,
-		SafetyMargin: 2 * time.Second}
+		SafetyMargin: 2 * time.Second, FenceLag: 2 * time.Second}
 }
 
 // Elector runs client-go leader election on a Lease and tracks whether this replica leads.
@@ -73,16 +79,18 @@ func DefaultElectionConfig() ElectionConfig {
 // the replica that had taken over. Leading is true only while less than LeaseDuration -
 // SafetyMargin has passed since the start of the last Lease write of this replica that
 // succeeded (renewLock records it); another replica can take the Lease only LeaseDuration
-// after it saw that write, so after the write was sent.
+// after it saw that write, so after the write was sent. It is also false for FenceLag after
+// this replica took the Lease. That clock cannot stop a write already built: Fence gives the
+// token the writes carry for the API server to check (config/admission/extender-fence.yaml).
 type Elector struct {
 	cfg    ElectionConfig
 	client kubernetes.Interface
 	// now is the clock of the fence: time.Now, whose readings carry the monotonic clock.
 	now func() time.Time
-	// leading is client-go's view (its callbacks); renewed the start of the last successful
-	// Lease write (nil: none, or leadership lost or released since).
+	// leading is client-go's view (its callbacks); renewed the last successful Lease write
+	// (nil: none, or leadership lost or released since).
 	leading atomic.Bool
-	renewed atomic.Pointer[time.Time]
+	renewed atomic.Pointer[leaseWrite]
 	leader  atomic.Pointer[string]
 	// observed is the Lease record as last read and when, by this replica's clock, it was last
 	// seen to change (a live leader renews it every RetryPeriod).
@@ -113,6 +121,9 @@ func NewElector(client kubernetes.Interface, cfg ElectionConfig, opts ...Elector
 	if cfg.SafetyMargin < 0 || cfg.LeaseDuration-cfg.SafetyMargin <= cfg.RetryPeriod {
 		return nil, fmt.Errorf("leader election needs 0 <= safety margin < lease duration - retry period (a leader renews every retry period)")
 	}
+	if cfg.FenceLag < 0 || cfg.FenceLag >= cfg.LeaseDuration {
+		return nil, fmt.Errorf("leader election needs 0 <= fence lag < lease duration")
+	}
 	e := &Elector{cfg: cfg, client: client, now: time.Now}
 	for _, o := range opts {
 		o(e)
@@ -121,14 +132,65 @@ func NewElector(client kubernetes.Interface, cfg ElectionConfig, opts ...Elector
 }
 
 // Leading reports whether this replica leads now: client-go has not reported the Lease lost,
-// and the last Lease write of this replica that succeeded was sent less than LeaseDuration -
-// SafetyMargin ago by its own clock.
+// the last Lease write of this replica that succeeded was sent less than LeaseDuration -
+// SafetyMargin ago by its own clock, and its term began FenceLag ago or more.
 func (e *Elector) Leading() bool {
+	_, ok := e.Fence()
+	return ok
+}
+
+// Fence is the fence of a term this replica leads in: the token its writes carry, for the
+// API server to check against the Lease, and when the term ends by this replica's clock.
+type Fence struct {
+	// Token is the Lease's holder identity and leaseTransitions as this replica last wrote
+	// them, "holder/transitions" (contract.AnnotationFence).
+	Token string
+	// Deadline is when this replica stops leading unless it renews: the last successful
+	// Lease write's start plus LeaseDuration - SafetyMargin. It carries the monotonic clock.
+	Deadline time.Time
+}
+
+// Fencer is a Leadership that also tells the fence of the term it leads in. The extender
+// puts the token on every Binding and pod patch, and sends them with the deadline.
+type Fencer interface {
+	// Fence returns the current term's fence; false when this replica does not lead now.
+	Fence() (Fence, bool)
+}
+
+var _ Fencer = (*Elector)(nil)
+
+// Fence returns the fence of the term this replica leads in, false when it does not lead
+// now (see Leading).
+func (e *Elector) Fence() (Fence, bool) {
 	if !e.leading.Load() {
-		return false
+		return Fence{}, false
 	}
-	t := e.renewed.Load()
-	return t != nil && e.now().Sub(*t) < e.cfg.LeaseDuration-e.cfg.SafetyMargin
+	w := e.renewed.Load()
+	if w == nil {
+		return Fence{}, false
+	}
+	now := e.now()
+	deadline := w.sent.Add(e.cfg.LeaseDuration - e.cfg.SafetyMargin)
+	if !now.Before(deadline) || now.Sub(w.since) < e.cfg.FenceLag {
+		return Fence{}, false
+	}
+	return Fence{Token: w.token, Deadline: deadline}, true
+}
+
+// LagLeft is how long this replica, which has just acquired the Lease, still waits out the
+// fence lag before it leads: 0 when it does not hold the Lease or is past the lag.
+func (e *Elector) LagLeft() time.Duration {
+	w := e.renewed.Load()
+	if !e.leading.Load() || w == nil {
+		return 0
+	}
+	return max(e.cfg.FenceLag-e.now().Sub(w.since), 0)
+}
+
+// FenceToken is the token of a Lease record: its holder and its transitions, as the
+// gpushare-extender-fence admission policy compares them with the Lease.
+func FenceToken(holder string, transitions int) string {
+	return holder + "/" + strconv.Itoa(transitions)
 }
 
 // holder is how the Lease names this replica: Identity@Address, or Identity without an
@@ -289,12 +351,25 @@ func (l *renewLock) Update(ctx context.Context, ler resourcelock.LeaderElectionR
 	return nil
 }
 
+// leaseWrite is a Lease write of this replica that succeeded.
+type leaseWrite struct {
+	// sent is when it was sent; since when the first write of its term was sent (a term is
+	// one token), by this replica's clock.
+	sent, since time.Time
+	// token is the fence token it wrote (FenceToken).
+	token string
+}
+
 // record notes a Lease write sent at sent: one naming this replica renews the fence, any
-// other (a release) ends it.
+// other (a release) ends it. A write with another token than the last starts a term.
 func (l *renewLock) record(ler resourcelock.LeaderElectionRecord, sent time.Time) {
 	if ler.HolderIdentity != l.Identity() {
 		l.elector.renewed.Store(nil)
 		return
 	}
-	l.elector.renewed.Store(&sent)
+	w := leaseWrite{sent: sent, since: sent, token: FenceToken(ler.HolderIdentity, ler.LeaderTransitions)}
+	if last := l.elector.renewed.Load(); last != nil && last.token == w.token {
+		w.since = last.since
+	}
+	l.elector.renewed.Store(&w)
 }

@@ -42,10 +42,11 @@ func (c *fakeClock) Step(d time.Duration) {
 }
 
 // shippedElection is the shipped timings (lease 8 s, margin 2 s) with a retry period of 4 s:
-// after acquiring the Lease, client-go writes it again only 4 s later (real time).
+// after acquiring the Lease, client-go writes it again only 4 s later (real time). The fence
+// lag is 0 (TestElectorFenceLag has its own): the fake clock moves only when told.
 func shippedElection(identity string) scheduler.ElectionConfig {
 	cfg := scheduler.DefaultElectionConfig()
-	cfg.Identity, cfg.RetryPeriod = identity, 4*time.Second
+	cfg.Identity, cfg.RetryPeriod, cfg.FenceLag = identity, 4*time.Second, 0
 	return cfg
 }
 

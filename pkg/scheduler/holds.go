@@ -319,12 +319,21 @@ func (e *Extender) endHold(ctx context.Context, pod *v1.Pod) {
 	if _, annotated := pod.Annotations[e.names.PreemptionAnnotation]; !held && !annotated {
 		return
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID,
-		"annotations": map[string]any{e.names.PreemptionAnnotation: nil}}})
-	if err == nil {
-		_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	}
 	logger := klog.FromContext(ctx)
+	fctx, cancel, token, err := e.fenced(ctx) // the API server refuses it unfenced
+	if err != nil {
+		logger.V(2).Info("Preemption hold left on a bound pod: this replica no longer leads", "pod", klog.KObj(pod), "err", err)
+		return
+	}
+	defer cancel()
+	ann := map[string]any{e.names.PreemptionAnnotation: nil}
+	if token != "" {
+		ann[contract.AnnotationFence] = token
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID, "annotations": ann}})
+	if err == nil {
+		_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(fctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		logger.Error(err, "Removing the preemption hold from a bound pod failed", "pod", klog.KObj(pod))
 		return

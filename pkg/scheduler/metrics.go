@@ -15,6 +15,8 @@ type Metrics struct {
 	unsettled, settledBound, settledReleased prometheus.Counter
 	// rollbacks counts charges released because the Binding was refused.
 	rollbacks prometheus.Counter
+	// fenceRefused counts Bindings the API server refused at the fence (a stale term's token).
+	fenceRefused prometheus.Counter
 	// unauthenticated counts requests refused for want of a verified client certificate.
 	unauthenticated prometheus.Counter
 	// eventsDropped counts GPUAssigned events not recorded for being over the event rate.
@@ -49,6 +51,7 @@ func NewMetrics() *Metrics {
 		settledBound:      counter("gpushare_bind_settled_bound_total", "Binds of unknown outcome settled as bound."),
 		settledReleased:   counter("gpushare_bind_settled_released_total", "Binds of unknown outcome settled as not bound (charge released)."),
 		rollbacks:         counter("gpushare_bind_rollbacks_total", "Charges released because the API server refused the pod's Binding."),
+		fenceRefused:      counter("gpushare_bind_fence_refused_total", "Bindings the API server refused at the fence (policy gpushare-extender-fence): sent under a term of the Lease that had ended; the charge is released."),
 		unauthenticated:   counter("gpushare_unauthenticated_requests_total", "Requests refused because they carried no client certificate the extender verified."),
 		preemptions:       counter("gpushare_preemptions_total", "GPU preemptions started: a hold written and at least one victim evicted for it (plans and holds that evict nothing do not count)."),
 		holdsIgnored:      counter("gpushare_preemption_holds_ignored_total", "Preemption hold annotations ignored because their MAC did not verify under the extender's key (written by hand, or under a key no longer in use), once per pod."),
@@ -71,7 +74,7 @@ func NewMetrics() *Metrics {
 		}, []string{"verb", "outcome"}),
 	}
 	m.registry.MustRegister(m.filters, m.prioritizes, m.binds, m.bindFailures, m.preempts, m.unsettled,
-		m.settledBound, m.settledReleased, m.rollbacks, m.unauthenticated, m.eventsDropped, m.duration, m.unfit, m.forwards,
+		m.settledBound, m.settledReleased, m.rollbacks, m.fenceRefused, m.unauthenticated, m.eventsDropped, m.duration, m.unfit, m.forwards,
 		m.preemptions, m.preemptionsFailed, m.victims, m.unitsEvicted, m.holdsIgnored)
 	return m
 }

@@ -230,12 +230,15 @@ func (e *Extender) writeHold(ctx context.Context, pod *v1.Pod, plan *placement.P
 	if err != nil {
 		return rec, fmt.Errorf("encode the hold: %w", err)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID, "annotations": map[string]string{e.names.PreemptionAnnotation: string(raw)}}})
+	ctx, cancel, token, err := e.fenced(ctx) // the fence, as before a Binding
+	if err != nil {
+		return rec, fmt.Errorf("preempt for %s: %w", klog.KObj(pod), err)
+	}
+	defer cancel()
+	ann := withFence(map[string]string{e.names.PreemptionAnnotation: string(raw)}, token)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID, "annotations": ann}})
 	if err != nil {
 		return rec, fmt.Errorf("encode the hold: %w", err)
-	}
-	if !e.Leading() { // the fence, as before a Binding
-		return rec, fmt.Errorf("preempt for %s: %w", klog.KObj(pod), ErrNotLeader)
 	}
 	if _, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return rec, fmt.Errorf("write the hold on %s: %w", klog.KObj(pod), err)

@@ -299,6 +299,7 @@ func (x *escapeEnv) forgedAtAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ann[contract.AnnotationFence] = x.fenceToken(t) // the leader's own token: only the placement is forged
 	b := &v1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Annotations: ann}, Target: v1.ObjectReference{Kind: "Node", Name: framework.RealNodeName}}
 	if err := x.extender.CoreV1().Pods("default").Bind(x.ctx, b, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("bind with a forged placement as the extender: %v", err)
@@ -422,7 +423,8 @@ func (x *escapeEnv) holdCases(t *testing.T) {
 			p := x.pod("default", "holder-"+strconv.Itoa(gpu), 16, "sleep 3600")
 			p.Spec.SchedulerName = "nobody"
 			x.create(p)
-			patch := mustJSON(t, map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.DefaultPreemptionKey: hold(gpu)}}})
+			patch := mustJSON(t, map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+				contract.DefaultPreemptionKey: hold(gpu), contract.AnnotationFence: x.fenceToken(t)}}})
 			if _, err := x.extender.CoreV1().Pods("default").Patch(x.ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				t.Fatalf("write an unsigned hold as the extender's account: %v", err)
 			}
@@ -441,6 +443,25 @@ func (x *escapeEnv) holdCases(t *testing.T) {
 			x.deletePod(t, "default", n)
 		}
 	})
+}
+
+// fenceToken is the extender Lease's current term, "holder/leaseTransitions", which the
+// extender-fence policy asks of the extender's writes: the forgeries above carry it, as a
+// compromised or buggy leader's would, so that only what they forge is under test.
+func (x *escapeEnv) fenceToken(t *testing.T) string {
+	t.Helper()
+	l, err := x.c.Client.CoordinationV1().Leases("kube-system").Get(x.ctx, "gpushare-extender", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the extender's Lease: %v", err)
+	}
+	var transitions int32
+	if l.Spec.LeaseTransitions != nil {
+		transitions = *l.Spec.LeaseTransitions
+	}
+	if l.Spec.HolderIdentity == nil {
+		t.Fatal("the extender's Lease has no holder")
+	}
+	return *l.Spec.HolderIdentity + "/" + strconv.Itoa(int(transitions))
 }
 
 // waitEscapeEvent waits for the plugin's Warning event on pod whose message contains says.

@@ -1,0 +1,85 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gpushare/gpushare/pkg/contract"
+)
+
+// FencePolicy is the name of the ValidatingAdmissionPolicy that refuses the extender's
+// Bindings and pod patches whose fence token is not the Lease's
+// (config/admission/extender-fence.yaml).
+const FencePolicy = "gpushare-extender-fence"
+
+// fenced returns ctx bounded by the fence of the term this replica leads in and the fence
+// token to put on the write, "" when the replica has no fence (leader election off): what
+// waits in client-go's rate limiter past the deadline is dropped before it is sent, and the
+// API server refuses the token once another replica has taken the Lease. A replica that does
+// not lead now gets ErrNotLeader and sends nothing. The caller calls cancel.
+func (e *Extender) fenced(ctx context.Context) (fctx context.Context, cancel context.CancelFunc, token string, err error) {
+	f, ok := e.leadership.(Fencer)
+	if !ok {
+		if !e.Leading() {
+			return ctx, func() {}, "", fmt.Errorf("%w (leadership not current; leader: %q)", ErrNotLeader, e.leadership.Leader())
+		}
+		return ctx, func() {}, "", nil
+	}
+	fence, ok := f.Fence()
+	if !ok {
+		return ctx, func() {}, "", fmt.Errorf("%w (leadership not current; leader: %q)", ErrNotLeader, e.leadership.Leader())
+	}
+	fctx, cancel = context.WithDeadline(ctx, fence.Deadline)
+	return fctx, cancel, fence.Token, nil
+}
+
+// lagging is a Leadership that may hold the Lease before it leads (Elector's fence lag).
+type lagging interface {
+	LagLeft() time.Duration
+}
+
+// waitFenceLag waits, when this replica has just acquired the Lease and waits out its fence
+// lag, until the lag is over or ctx ends, and reports whether it leads then. A bind forwarded
+// to a new leader inside its lag is thus bound, not refused.
+func (e *Extender) waitFenceLag(ctx context.Context) bool {
+	l, ok := e.leadership.(lagging)
+	if !ok {
+		return e.Leading()
+	}
+	if d := l.LagLeft(); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+	return e.Leading()
+}
+
+// withFence returns ann with the fence token added, ann itself when token is "".
+func withFence(ann map[string]string, token string) map[string]string {
+	if token == "" {
+		return ann
+	}
+	out := make(map[string]string, len(ann)+1)
+	maps.Copy(out, ann)
+	out[contract.AnnotationFence] = token
+	return out
+}
+
+// refusedAtFence reports whether err is the API server's refusal of a write whose fence token
+// is not the Lease's: a 403 from the fence policy. The API server names the policy that
+// denied only in the message, so the message is what tells it from other refusals; it serves
+// the logs and gpushare_bind_fence_refused_total, never a decision (any 4xx proves a Binding
+// unbound).
+func refusedAtFence(err error) bool {
+	var status apierrors.APIStatus
+	return apierrors.IsForbidden(err) && errors.As(err, &status) && strings.Contains(status.Status().Message, "'"+FencePolicy+"'")
+}

@@ -1,0 +1,144 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/scheduler"
+)
+
+// TestElectorFenceLag: a replica that has just acquired the Lease leads only once the fence
+// lag has passed on its own clock since its first Lease write of the term; renewals do not
+// restart the wait. Its fence is the token it wrote ("holder/leaseTransitions") and expires
+// lease duration - safety margin after its last write.
+func TestElectorFenceLag(t *testing.T) {
+	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}
+	e := newEnv(t, "binpack", nodes)
+	clock := newFakeClock()
+	acquired := clock.Now()
+	cfg := shippedElection("a")
+	cfg.FenceLag = 2 * time.Second
+	_, ctx := ktesting.NewTestContext(t)
+	el, err := scheduler.NewElector(e.client, cfg, scheduler.WithElectorClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runElector(ctx, t, el)
+	waitFor(t, "the Lease to be taken", func() bool {
+		l, err := e.client.CoordinationV1().Leases(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "a"
+	})
+	for _, tc := range []struct {
+		name      string
+		step      time.Duration
+		want      bool
+		wantFence scheduler.Fence
+		wantLag   time.Duration // LagLeft
+	}{
+		{name: "just acquired", want: false, wantLag: 2 * time.Second},
+		{name: "inside the lag", step: 1999 * time.Millisecond, want: false, wantLag: time.Millisecond},
+		{name: "lag over", step: time.Millisecond, want: true, wantFence: scheduler.Fence{Token: "a/0", Deadline: acquired.Add(6 * time.Second)}},
+		{name: "fence expired", step: 4 * time.Second, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock.Step(tc.step)
+			f, ok := el.Fence()
+			if ok != tc.want || el.Leading() != tc.want {
+				t.Fatalf("Fence() ok = %v, Leading() = %v, want %v", ok, el.Leading(), tc.want)
+			}
+			if got := el.LagLeft(); got != tc.wantLag {
+				t.Errorf("LagLeft() = %v, want %v", got, tc.wantLag)
+			}
+			if diff := cmp.Diff(tc.wantFence, f, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+				t.Errorf("Fence() (-want,+got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := scheduler.NewElector(e.client, func() scheduler.ElectionConfig { c := cfg; c.FenceLag = cfg.LeaseDuration; return c }()); err == nil {
+		t.Error("NewElector accepted a fence lag of a whole lease duration")
+	}
+}
+
+// stubFencer leads with a fixed fence.
+type stubFencer struct{ fence scheduler.Fence }
+
+func (s stubFencer) Leading() bool                  { return true }
+func (s stubFencer) Leader() string                 { return "a" }
+func (s stubFencer) Fence() (scheduler.Fence, bool) { return s.fence, true }
+
+// TestBindCarriesFence: a fenced leader's Binding carries its token beside the placement
+// annotations; with leader election off (no Fencer) the Binding carries no token. A Binding
+// the API server refuses at the fence (403 from gpushare-extender-fence) is rolled back:
+// the charge goes, and the refusal is counted apart.
+func TestBindCarriesFence(t *testing.T) {
+	fence := scheduler.Fence{Token: "a@10.0.0.1:8443/3", Deadline: time.Now().Add(time.Minute)}
+	refusal := apierrors.NewForbidden(v1.Resource("pods"), "p", errors.New("ValidatingAdmissionPolicy '"+scheduler.FencePolicy+"' with binding '"+scheduler.FencePolicy+"' denied request: stale token"))
+	for _, tc := range []struct {
+		name        string
+		leadership  scheduler.Leadership
+		refuse      error
+		wantToken   string // "" : no fence annotation
+		wantErr     bool
+		wantRefused float64
+	}{
+		{name: "election off", leadership: nil},
+		{name: "fenced leader", leadership: stubFencer{fence}, wantToken: fence.Token},
+		{name: "refused at the fence", leadership: stubFencer{fence}, refuse: refusal, wantToken: fence.Token, wantErr: true, wantRefused: 1},
+		{name: "refused by another policy", leadership: stubFencer{fence}, refuse: apierrors.NewForbidden(v1.Resource("pods"), "p", errors.New("denied")), wantToken: fence.Token, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}
+			e := newEnv(t, "binpack", nodes, st.MakePod().Name("p").GPUMem(4).Obj())
+			var sent *v1.Binding
+			e.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "binding" {
+					return false, nil, nil
+				}
+				sent = a.(k8stesting.CreateAction).GetObject().(*v1.Binding).DeepCopy()
+				return tc.refuse != nil, nil, tc.refuse
+			})
+			var opts []scheduler.Option
+			if tc.leadership != nil {
+				opts = append(opts, scheduler.WithLeadership(tc.leadership))
+			}
+			ext := scheduler.NewExtender(e.cache, e.client, newPolicy(t, "binpack"), contract.DefaultNames(), opts...)
+			err := ext.Bind(context.Background(), bindArgs("p", "n1"))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Bind() = %v, want error %v", err, tc.wantErr)
+			}
+			if sent == nil {
+				t.Fatal("no Binding sent")
+			}
+			token, has := sent.Annotations[contract.AnnotationFence]
+			if token != tc.wantToken || has != (tc.wantToken != "") {
+				t.Errorf("Binding's %s = %q (present %v), want %q", contract.AnnotationFence, token, has, tc.wantToken)
+			}
+			if _, ok := sent.Annotations[contract.AnnotationAllocation]; !ok {
+				t.Errorf("the Binding lost its placement annotations: %v", sent.Annotations)
+			}
+			if got := counter(t, ext.Metrics(), "gpushare_bind_fence_refused_total"); got != tc.wantRefused {
+				t.Errorf("gpushare_bind_fence_refused_total = %v, want %v", got, tc.wantRefused)
+			}
+			if tc.wantErr {
+				if n, _ := e.cache.Node("n1"); n.GPUs[0].Used != 0 {
+					t.Errorf("a refused Binding left %d units charged", n.GPUs[0].Used)
+				}
+				if got := counter(t, ext.Metrics(), "gpushare_bind_rollbacks_total"); got != 1 {
+					t.Errorf("gpushare_bind_rollbacks_total = %v, want 1", got)
+				}
+			}
+		})
+	}
+}
