@@ -89,26 +89,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 			})
 		})
 	}
-	passed := 0
-	detail := logger.V(4) // checked once: a disabled call still boxes its arguments, per node
-	for i, fe := range failures {
-		switch {
-		case fe == nil:
-			buf.fits[i] = true
-			passed++
-		case detail.Enabled():
-			detail.Info("Node filtered out", "pod", klog.KObj(args.Pod), "node", names[i], "reason", fe.Reason)
-		}
-	}
-	logger.V(2).Info("Filtered", "pod", klog.KObj(args.Pod), "nodes", len(names), "passed", passed)
-	unresolvable, full := countFailures(failures)
-	if unresolvable > 0 {
-		e.metrics.unfit.WithLabelValues(UnfitUnresolvable).Add(float64(unresolvable))
-	}
-	if full > 0 {
-		e.metrics.unfit.WithLabelValues(UnfitNoFreeBlock).Add(float64(full))
-	}
-	e.metrics.filters.Add(1)
+	passed := e.tally(logger, args.Pod, names, failures, buf.fits)
 	if passed == 0 && !req.Empty() {
 		if h, held := e.holds.of(args.Pod.UID); held {
 			answer.Err = waitingForVictims(h)
@@ -117,6 +98,32 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		}
 	}
 	use(answer)
+}
+
+// tally marks in fits the nodes without a failure, logs the others at V(4), and counts the
+// call and its unfit nodes by reason; it returns how many nodes passed.
+func (e *Extender) tally(logger klog.Logger, pod *v1.Pod, names []string, failures []*placement.FitError, fits []bool) int {
+	passed := 0
+	detail := logger.V(4) // checked once: a disabled call still boxes its arguments, per node
+	for i, fe := range failures {
+		switch {
+		case fe == nil:
+			fits[i] = true
+			passed++
+		case detail.Enabled():
+			detail.Info("Node filtered out", "pod", klog.KObj(pod), "node", names[i], "reason", fe.Reason)
+		}
+	}
+	logger.V(2).Info("Filtered", "pod", klog.KObj(pod), "nodes", len(names), "passed", passed)
+	unresolvable, full := countFailures(failures)
+	if unresolvable > 0 {
+		e.metrics.unfit.WithLabelValues(UnfitUnresolvable).Add(float64(unresolvable))
+	}
+	if full > 0 {
+		e.metrics.unfit.WithLabelValues(UnfitNoFreeBlock).Add(float64(full))
+	}
+	e.metrics.filters.Add(1)
+	return passed
 }
 
 // waitingForVictims is filter's answer to a pod whose preemption is under way: the card is held
