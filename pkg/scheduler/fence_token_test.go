@@ -40,6 +40,8 @@ func TestElectorFenceLag(t *testing.T) {
 		l, err := e.client.CoordinationV1().Leases(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "a"
 	})
+	// client-go tells the elector it leads a moment after the Lease write: wait for its view
+	waitFor(t, "the elector to know it leads", func() bool { return el.LagLeft() > 0 })
 	for _, tc := range []struct {
 		name      string
 		step      time.Duration
