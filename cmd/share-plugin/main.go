@@ -67,6 +67,14 @@ func run(ctx context.Context, o *options) error {
 		defer func() { _ = pr.Close() }()
 		opts = append(opts, deviceplugin.WithPodResources(pr))
 	}
+	images, err := o.imageChecker(ctx)
+	if err != nil {
+		return err
+	}
+	if images != nil {
+		defer func() { _ = images.Close() }()
+		opts = append(opts, deviceplugin.WithImageChecker(images))
+	}
 	p, err := deviceplugin.New(nv, client, append(opts, deviceplugin.WithLogger(logger))...)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
+	"github.com/gpushare/gpushare/pkg/imagecheck"
 )
 
 // maxPolicedUsagePeriod is the longest --usage-period where limits are enforced: an escaped
@@ -41,7 +42,14 @@ type options struct {
 	// limit, and what each of its processes may use beyond it (usage.EscapePolicy).
 	limitEscapeAction    string
 	limitEscapeAllowance resource.Quantity
-	fake                 fakeOptions
+	// imageCheck and containerd*: how containers' images are checked before they start
+	// (imageCheckAuto, imageCheckContainerd or imageCheckNone; see image_check.go).
+	imageCheck            string
+	containerdSocket      string
+	containerdNamespace   string
+	containerdSnapshotter string
+	hostRoot              string
+	fake                  fakeOptions
 }
 
 func newOptions() *options {
@@ -64,6 +72,12 @@ func newOptions() *options {
 
 		limitEscapeAction:    usage.EscapeActionKill,
 		limitEscapeAllowance: *resource.NewQuantity(usage.DefaultContextAllowanceBytes, resource.BinarySI),
+
+		imageCheck:            imageCheckAuto,
+		containerdSocket:      imagecheck.DefaultContainerdSocket,
+		containerdNamespace:   imagecheck.DefaultNamespace,
+		containerdSnapshotter: imagecheck.DefaultSnapshotter,
+		hostRoot:              "/",
 	}
 }
 
@@ -99,6 +113,7 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 		o.limitEscapeAllowance = q
 		return nil
 	})
+	o.addImageCheckFlags(fs)
 	o.fake.addFlags(fs)
 }
 
@@ -125,6 +140,9 @@ func (o *options) validate() error {
 		errs = append(errs, errors.New("--limit-escape-allowance must be >= 0"))
 	}
 	if err := deviceplugin.ValidateMemoryLimit(o.memoryLimit); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.validateImageCheck(); err != nil {
 		errs = append(errs, err)
 	}
 	if o.sysfsRoot == "" {

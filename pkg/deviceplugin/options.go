@@ -33,6 +33,8 @@ type config struct {
 	// counterMounter, when set, replaces the tmpfs mounts bounding HAMi-core's counter folders
 	// (tests fake it).
 	counterMounter enforce.Mounter
+	// images, when set, checks each container's image before it starts (PreStartContainer).
+	images ImageChecker
 }
 
 func defaultConfig() config {
@@ -53,6 +55,10 @@ func defaultConfig() config {
 // withCounterMounter replaces the tmpfs mounts of the counter folders (tests that cannot
 // mount).
 func withCounterMounter(m enforce.Mounter) Option { return func(c *config) { c.counterMounter = m } }
+
+// WithImageChecker checks, before each container with gpu-mem units starts, that its image
+// cannot redirect the enforcement backend's mounts (PreStartContainer). Default: none.
+func WithImageChecker(c ImageChecker) Option { return func(cfg *config) { cfg.images = c } }
 
 // Option changes the plugin's configuration.
 type Option func(*config)

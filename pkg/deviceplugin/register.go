@@ -33,7 +33,7 @@ func (p *Plugin) register(ctx context.Context) error {
 		Version:      pluginapi.Version,
 		Endpoint:     p.cfg.socketName,
 		ResourceName: string(p.cfg.names.Resource),
-		Options:      &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true},
+		Options:      p.pluginOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("register %s with kubelet at %s: %w", p.cfg.names.Resource, p.kubeletSocket(), err)

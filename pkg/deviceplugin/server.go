@@ -14,9 +14,10 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
-// GetDevicePluginOptions tells kubelet the plugin implements GetPreferredAllocation.
+// GetDevicePluginOptions tells kubelet the plugin implements GetPreferredAllocation, and asks
+// for PreStartContainer where images are checked.
 func (p *Plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
+	return p.pluginOptions(), nil
 }
 
 // ListAndWatch sends the fake devices, then again on every health change, until kubelet or the
@@ -35,11 +36,6 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingSer
 			return nil
 		}
 	}
-}
-
-// PreStartContainer is not used (GetDevicePluginOptions does not ask for it).
-func (p *Plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
 // SocketPath is the plugin's unix socket in the kubelet dir.

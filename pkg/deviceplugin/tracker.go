@@ -168,6 +168,18 @@ func (t *tracker) hasLocked(uid types.UID, key string) bool {
 }
 
 // devicesKey is the identity of a device set.
+// ownerOf is the container the latest handout of devices (sorted, joined IDs) was given to.
+func (t *tracker) ownerOf(devices string) (ownerRef, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.handouts) - 1; i >= 0; i-- {
+		if h := t.handouts[i]; h.devices == devices {
+			return ownerRef{pod: h.owner.pod, container: h.owner.name}, true
+		}
+	}
+	return ownerRef{}, false
+}
+
 func devicesKey(ids []string) string {
 	s := slices.Clone(ids)
 	slices.Sort(s)

@@ -16,6 +16,10 @@ type Backend interface {
 	// mounts and env that hold it to its ask. A failure leaves nothing mounted. A backend that
 	// enforces nothing returns empty Edits.
 	Prepare(req Request) (Edits, error)
+	// ContainerPaths are the paths inside a container that Prepare's mounts land on (none for
+	// a backend that enforces nothing). The runtime follows symlinks there, so the plugin
+	// checks, before a container starts, that its image has none on the way to them.
+	ContainerPaths() []string
 	// Collect removes the host files of pods that are not in live and were not written for
 	// the configured time, now being the current time.
 	Collect(ctx context.Context, live []types.UID, now time.Time)

@@ -133,6 +133,17 @@ func (h *hamiCore) mounts(dir string) []Mount {
 	}
 }
 
+// ContainerPaths are the destinations of mounts: the library, the preload, the override file
+// and the counter folder.
+func (h *hamiCore) ContainerPaths() []string {
+	ms := h.mounts("")
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ContainerPath
+	}
+	return out
+}
+
 // containerDir is the host folder of one container's counters.
 func (h *hamiCore) containerDir(uid types.UID, container string) (string, error) {
 	u, c := string(uid), container

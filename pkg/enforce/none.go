@@ -21,5 +21,8 @@ func (n none) Mode() (mode, reason string) { return n.mode, n.reason }
 // Prepare hands out nothing: the container may use its whole cards.
 func (none) Prepare(Request) (Edits, error) { return Edits{}, nil }
 
+// ContainerPaths is none: nothing is mounted.
+func (none) ContainerPaths() []string { return nil }
+
 // Collect has nothing to remove.
 func (none) Collect(context.Context, []types.UID, time.Time) {}

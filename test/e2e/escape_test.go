@@ -30,10 +30,14 @@ const (
 	// program (the loader reads /etc/ld.so.preload for it) that prints its limit and waits.
 	escapeImage = "localhost/gpushare/e2e-symlinked-preload:1"
 	gpuImage    = "localhost/gpushare/e2e-gpuproc:1"
+	// redirectImage has /tmp as a symlink to /data, on the way to the counter folder.
+	redirectImage = "localhost/gpushare/e2e-redirected-tmp:1"
 	// tenantNS is a namespace without the pod-security exemption; default has it, because
 	// pods on this node need hostNetwork (no CNI plugin here).
 	tenantNS     = "tenant"
 	reasonEscape = "GPUMemoryLimitEscaped"
+	// reasonImageRefused: the plugin refused to start a container for its image.
+	reasonImageRefused = "GPUShareImageRefused"
 )
 
 // escapeEnv is the real node of TestEscape with the policies installed.
@@ -91,7 +95,7 @@ func startEscapeEnv(t *testing.T) *escapeEnv {
 	_, node, gpus := startRealNodePrepared(t, framework.RealNodeOptions{}, prepare,
 		"--memory-limit=hami-core", "--hami-core-library="+x.library, "--hami-core-state-dir="+x.stateDir,
 		"--hami-core-collect-after=2s", "--hami-core-counter-size="+strconv.Itoa(escapeCounterSize),
-		"--fake-gpu-processes-file="+x.procs, "--usage-period=1s", "--limit-escape-allowance="+strconv.Itoa(escapeAllowance))
+		"--fake-gpu-processes-file="+x.procs, "--usage-period=1s", "--image-check=containerd", "--limit-escape-allowance="+strconv.Itoa(escapeAllowance))
 	x.gpus = gpus
 	x.importImages(t, node, dir)
 	user, groups := framework.ServiceAccountUser(gpushareNS, extenderSA)
@@ -133,6 +137,9 @@ func (x *escapeEnv) installPolicies() {
 func (x *escapeEnv) importImages(t *testing.T, node *framework.RealNode, dir string) {
 	t.Helper()
 	if err := node.ImportBusyboxImage(escapeImage, map[string]framework.ImageFile{"etc/ld.so.preload": {Link: "/tmp/preload"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ImportBusyboxImage(redirectImage, map[string]framework.ImageFile{"tmp": {Link: "/data"}}); err != nil {
 		t.Fatal(err)
 	}
 	src := filepath.Join(dir, "gpuproc.c")
@@ -211,23 +218,55 @@ func (x *escapeEnv) pathCases(t *testing.T) {
 		x.refused(t, p, `mounts at "/usr/local/gpushare/hami-core/libvgpu.so"`)
 	})
 	t.Run("image whose preload is a symlink", x.symlinkedPreload)
+	t.Run("image that redirects the counter folder into a volume", x.counterIntoVolume)
 }
 
-// symlinkedPreload runs an image whose /etc/ld.so.preload is a symlink into /tmp: runc follows
-// it, so the plugin's read-only preload lands at /tmp/preload and the container could remove
-// the link (and then the preload) whenever it likes. No runtime setting a device plugin can ask
-// for stops runc there; the plugin's check from the host (every process of a limited container
-// must see the plugin's own file at /etc/ld.so.preload, through no symlink) kills such a
-// container as it starts, before it can remove anything, so it never runs.
+// symlinkedPreload runs an image whose /etc/ld.so.preload is a symlink into /tmp: runc would
+// follow it and put the plugin's read-only preload at /tmp/preload, which the container could
+// then remove. The plugin checks the image in PreStartContainer (the kubelet calls it after the
+// pull and before the container is created) and refuses it: the container is never created.
 func (x *escapeEnv) symlinkedPreload(t *testing.T) {
 	p := x.pod("default", "symlinked", 2, "sleep 3600")
 	p.Spec.Containers[0].Image = escapeImage
+	x.refusedAtStart(t, p, "/etc/ld.so.preload is a symlink")
+}
+
+// counterIntoVolume runs an image whose /tmp is a symlink to /data, where the pod mounts a
+// volume (allowed: /data/gpushare is not a protected path): runc would bind the counter folder
+// (/tmp/gpushare) through the symlink into the volume, which the pod's other containers share.
+// The image is refused before the container is created.
+func (x *escapeEnv) counterIntoVolume(t *testing.T) {
+	p := x.pod("default", "counter-into-volume", 2, "sleep 3600")
+	p.Spec.Containers[0].Image = redirectImage
+	p.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/data/gpushare"}}
+	x.refusedAtStart(t, p, "/tmp is a symlink")
+}
+
+// refusedAtStart creates p (in default) and wants the plugin to refuse its container before it
+// is created: a Warning event saying says, the kubelet's CreateContainerConfigError, and a
+// container that never ran.
+func (x *escapeEnv) refusedAtStart(t *testing.T, p *v1.Pod, says string) {
+	t.Helper()
 	x.create(p)
 	x.waitBound(p.Name, time.Minute)
 	t0 := time.Now()
-	msg := x.waitEscapeEvent(t, p.Name, "/etc/ld.so.preload is a symlink", 90*time.Second)
-	t.Logf("caught %.1f s after the pod was bound: %s", time.Since(t0).Seconds(), msg)
-	x.waitRestarted(t, p.Name, time.Minute)
+	msg := x.waitEvent(t, p.Name, reasonImageRefused, says, 90*time.Second)
+	t.Logf("refused %.1f s after the pod was bound: %s", time.Since(t0).Seconds(), msg)
+	err := poll(x.ctx, time.Minute, func() (bool, error) {
+		got, err := x.c.Client.CoreV1().Pods("default").Get(x.ctx, p.Name, metav1.GetOptions{})
+		if err != nil || len(got.Status.ContainerStatuses) == 0 {
+			return false, err
+		}
+		cs := got.Status.ContainerStatuses[0]
+		if cs.State.Running != nil || cs.LastTerminationState.Terminated != nil || cs.State.Terminated != nil || cs.RestartCount != 0 {
+			return false, fmt.Errorf("container %s ran: %+v", cs.Name, cs)
+		}
+		return cs.State.Waiting != nil && cs.State.Waiting.Reason == "CreateContainerConfigError" && strings.Contains(cs.State.Waiting.Message, says), nil
+	})
+	if err != nil {
+		t.Errorf("pod %s: want its container waiting in CreateContainerConfigError saying %q, never run: %v\nevents:\n%s", p.Name, says, err, x.events(p.Name))
+	}
 	x.deletePod(t, "default", p.Name)
 }
 
@@ -247,6 +286,12 @@ func (x *escapeEnv) envCases(t *testing.T) {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "sidecar", Image: framework.LocalImage,
 			Env: []v1.EnvVar{{Name: "NVIDIA_VISIBLE_DEVICES", Value: "all"}}})
 		x.refused(t, p, `container "sidecar" sets NVIDIA_VISIBLE_DEVICES`)
+	})
+	t.Run("an init container lifts the limit", func(t *testing.T) {
+		p := x.pod(tenantNS, "init-env", 1, "sleep 3600")
+		p.Spec.InitContainers = []v1.Container{{Name: "setup", Image: framework.LocalImage, Command: []string{"true"},
+			Env: []v1.EnvVar{{Name: "CUDA_DEVICE_MEMORY_LIMIT_0", Value: "80g"}}}}
+		x.refused(t, p, `container "setup" sets CUDA_DEVICE_MEMORY_LIMIT_0`)
 	})
 	t.Run("limit from a ConfigMap key", func(t *testing.T) {
 		p := x.pod(tenantNS, "valuefrom", 1, "sleep 3600")
@@ -467,6 +512,12 @@ func (x *escapeEnv) fenceToken(t *testing.T) string {
 // waitEscapeEvent waits for the plugin's Warning event on pod whose message contains says.
 func (x *escapeEnv) waitEscapeEvent(t *testing.T, pod, says string, timeout time.Duration) string {
 	t.Helper()
+	return x.waitEvent(t, pod, reasonEscape, says, timeout)
+}
+
+// waitEvent waits for a Warning event with reason on pod (in default) saying says.
+func (x *escapeEnv) waitEvent(t *testing.T, pod, reason, says string, timeout time.Duration) string {
+	t.Helper()
 	var msg string
 	err := poll(x.ctx, timeout, func() (bool, error) {
 		list, err := x.c.Client.CoreV1().Events("default").List(x.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
@@ -474,7 +525,7 @@ func (x *escapeEnv) waitEscapeEvent(t *testing.T, pod, says string, timeout time
 			return false, err
 		}
 		for _, ev := range list.Items {
-			if ev.Type == v1.EventTypeWarning && ev.Reason == reasonEscape && strings.Contains(ev.Message, says) {
+			if ev.Type == v1.EventTypeWarning && ev.Reason == reason && strings.Contains(ev.Message, says) {
 				msg = ev.Message
 				return true, nil
 			}
@@ -482,7 +533,7 @@ func (x *escapeEnv) waitEscapeEvent(t *testing.T, pod, says string, timeout time
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no %s event saying %q on pod %s: %v\nevents:\n%s", reasonEscape, says, pod, err, x.events(pod))
+		t.Fatalf("no %s event saying %q on pod %s: %v\nevents:\n%s", reason, says, pod, err, x.events(pod))
 	}
 	return msg
 }

@@ -40,7 +40,8 @@ const (
 // This machine has no pod network and no kube-proxy, so a small overlay of the test's own
 // adapts the objects and nothing else: host network, the API server's address, one extender
 // replica (two would share the host's port), the kubelet's pod-resources folder (the test's
-// kubelet has its own --root-dir), the fake-NVML flags, and the images' tags.
+// kubelet has its own --root-dir), its containerd socket (the image check), the fake-NVML
+// flags, and the images' tags.
 func TestManifestsOnRealNode(t *testing.T) {
 	claimRealNode(t)
 
@@ -142,7 +143,7 @@ func (e *env) installAndRun(pause, images, base string) {
 		t.Fatal(err)
 	}
 	overlay := filepath.Join(artifactDir(t), "overlay")
-	if err := writeE2EOverlay(overlay, base, e.c.Server(), port, node.PodResourcesDir()); err != nil {
+	if err := writeE2EOverlay(overlay, base, e.c.Server(), port, node.PodResourcesDir(), node.ContainerdSocket()); err != nil {
 		t.Fatal(err)
 	}
 	tApply := time.Now()
@@ -239,7 +240,7 @@ func newBareEnv(t *testing.T) *env {
 
 // writeE2EOverlay writes the kustomization that adapts base to this machine (see
 // TestManifestsOnRealNode) into dir.
-func writeE2EOverlay(dir, base, apiServer string, port int, podResources string) error {
+func writeE2EOverlay(dir, base, apiServer string, port int, podResources, containerd string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -291,10 +292,13 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/args/-
         value: --fake-gpu-memory=16Gi
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --containerd-socket=%[7]s
       - op: replace
         path: /spec/template/spec/volumes/1/hostPath/path
         value: %[6]s
-`, rel, e2eImageRepo, e2eImageTag, apiEnv, port, podResources)
+`, rel, e2eImageRepo, e2eImageTag, apiEnv, port, podResources, containerd)
 	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 

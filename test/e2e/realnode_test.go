@@ -114,7 +114,7 @@ func startRealNodePrepared(t *testing.T, o framework.RealNodeOptions, prepare fu
 		t.Fatal(err)
 	}
 	flags := append([]string{"--fake-gpus=dgxa100", "--fake-gpu-count=2", "--fake-gpu-memory=16Gi",
-		"--pod-resources-socket=" + node.PodResourcesSocket(), "--v=4"}, pluginFlags...)
+		"--pod-resources-socket=" + node.PodResourcesSocket(), "--containerd-socket=" + node.ContainerdSocket(), "--v=4"}, pluginFlags...)
 	if prepare != nil {
 		flags = append(flags, prepare(e)...)
 	}

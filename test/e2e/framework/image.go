@@ -81,7 +81,10 @@ type tarEntry struct {
 }
 
 func layerTar(files map[string]ImageFile) ([]byte, error) {
-	dirs := map[string]bool{"tmp": true}
+	dirs := map[string]bool{}
+	if _, ok := files["tmp"]; !ok { // an image may make /tmp something else, e.g. a symlink
+		dirs["tmp"] = true
+	}
 	var entries []tarEntry
 	for p, f := range files {
 		for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {

@@ -320,6 +320,9 @@ func unmountUnder(dir string) {
 	}
 }
 
+// ContainerdSocket is the node's containerd socket.
+func (n *RealNode) ContainerdSocket() string { return n.socket }
+
 // PodResourcesSocket is the kubelet's PodResources API socket (under its --root-dir).
 func (n *RealNode) PodResourcesSocket() string {
 	return filepath.Join(n.PodResourcesDir(), "kubelet.sock")
