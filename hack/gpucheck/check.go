@@ -115,6 +115,10 @@ func (r *checkRun) measureContext(ctx context.Context) {
 		return
 	}
 	r.res.add(name, want, mib(used), used > 0)
+	// the share-plugin's policing lets each process use this much beyond its container's limit
+	// before it has escaped (--limit-escape-allowance): a context must fit in it
+	r.res.add("CUDA context fits in the default --limit-escape-allowance", "<= "+mib(usage.DefaultContextAllowanceBytes),
+		mib(used), used > 0 && used <= usage.DefaultContextAllowanceBytes)
 	r.notes = append(r.notes, fmt.Sprintf("CUDA context overhead: %s per process (NVML, a process that only called %s; counted against each container's limit)",
 		mib(used), map[string]string{workloadTorch: "torch.cuda.mem_get_info", workloadCUDA: "cudaMemGetInfo"}[r.wl.kind]))
 }

@@ -47,8 +47,8 @@ const (
 )
 
 // DefaultContextAllowanceBytes is the GPU memory each process may use beyond its container's
-// limit: its CUDA context, which the driver allocates outside HAMi-core's accounting (about
-// 0.3-0.6 GiB a process; 0.5 GiB measured on an H100).
+// limit: its CUDA context, which the driver allocates outside HAMi-core's accounting. make
+// gpu-check measures a context on the machine's card and checks that it fits in this.
 const DefaultContextAllowanceBytes = 512 << 20
 
 // EscapePolicy is how the sampler polices, from the host, the containers that the node holds to
