@@ -10,10 +10,11 @@
 // (framework.RoundRobin), --front request-leader each call to the replica whose /readyz/leader
 // answers 200 (a front that checks its backends itself), --front connection each TCP
 // connection (framework.ConnFront, as kube-proxy does). The report then says, per replica,
-// what it bound and refused.
+// what it bound and refused. With --fence the extender's runs install its RBAC and admission
+// policies (the fence among them) and act as its service account, to measure what they cost.
 //
 //	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0] [--create-qps 0]
-//	          [--replicas 1] [--front request|request-leader|connection] [--handover] [--extender-only]
+//	          [--replicas 1] [--front request|request-leader|connection] [--handover] [--extender-only] [--fence]
 package main
 
 import (
@@ -62,6 +63,9 @@ type options struct {
 	// extenderOnly skips kube-scheduler alone's runs: for comparing extender setups, each
 	// invocation then takes a third of the time.
 	extenderOnly bool
+	// fence: the extender's runs install its RBAC and admission policies (the fence among them)
+	// and run the replicas as its service account, so that every Binding is checked.
+	fence bool
 }
 
 // The fronts of --front.
@@ -104,6 +108,7 @@ func main() {
 	flag.StringVar(&o.front, "front", o.front, "how kube-scheduler reaches the replicas: request (each call to the next ready replica), request-leader (each call to the next replica whose /readyz/leader answers 200: the leader) or connection (each TCP connection, as a Service through kube-proxy); given with --replicas 1, the one replica is reached through it too")
 	flag.BoolVar(&o.handover, "handover", false, "with --replicas 2 or more: before the burst the leader stops (releasing the Lease), another replica takes over and the stopped one restarts as a follower on its port, so the burst runs after a leadership change")
 	flag.BoolVar(&o.extenderOnly, "extender-only", false, "run only the extender's runs, not kube-scheduler alone's (to compare extender setups, e.g. --replicas 1 against 2)")
+	flag.BoolVar(&o.fence, "fence", false, "the extender's runs install config/extender/rbac.yaml and config/admission/extender-*.yaml and run the replicas as the extender's service account: every Binding and placement write goes through the admission policies, the fence among them (to measure their cost)")
 	flag.Parse()
 	flag.Visit(func(f *flag.Flag) { o.frontSet = o.frontSet || f.Name == "front" })
 	benchrun.Main("bench-e2e", func(ctx context.Context) error { return run(ctx, o) })
@@ -135,7 +140,7 @@ func run(ctx context.Context, o options) error {
 	if err := os.WriteFile(alone, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"), 0o644); err != nil {
 		return err
 	}
-	rep := report{Nodes: o.nodes, Pods: o.pods, Replicas: o.replicas, Front: o.frontUsed()}
+	rep := report{Nodes: o.nodes, Pods: o.pods, Replicas: o.replicas, Front: o.frontUsed(), Fence: o.fence}
 	modes := []mode{{name: modeAlone, config: alone}, {name: modeExtender, config: o.schedulerConfig, extender: ext}}
 	if o.extenderOnly {
 		modes = modes[1:]

@@ -49,11 +49,20 @@ func replicaIdentity(i int) string { return "ext-" + letters[i:i+1] }
 // --cpu-profile) and what closes the front.
 func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs []string, closeFront func(), err error) {
 	closeFront = func() {}
+	var asAccount []string
+	if b.o.fence {
+		flag, err := b.installFence(ctx)
+		if err != nil {
+			return "", nil, closeFront, fmt.Errorf("--fence: %w", err)
+		}
+		asAccount = []string{flag}
+	}
 	for i := range b.o.replicas {
 		var election []string
 		if b.o.replicas > 1 {
 			election = []string{"--leader-elect=true", "--leader-elect-identity=" + replicaIdentity(i)}
 		}
+		election = append(election, asAccount...)
 		args, profileAddr, err := benchrun.ExtenderArgs(b.o.extenderArgs, b.o.profile != "", election...)
 		if err != nil {
 			return "", nil, closeFront, err

@@ -19,8 +19,10 @@ type report struct {
 	Pods  int `json:"pods"`
 	// Replicas is the number of extender replicas in the extender's runs, and Front how
 	// kube-scheduler reached them: none (directly), request or connection.
-	Replicas           int      `json:"replicas"`
-	Front              string   `json:"front"`
+	Replicas int    `json:"replicas"`
+	Front    string `json:"front"`
+	// Fence says that the extender's runs had its admission policies installed (--fence).
+	Fence              bool     `json:"fence"`
 	Runs               []result `json:"runs"`
 	OvercommittedCards int      `json:"overcommitted_cards"`
 }
@@ -57,6 +59,9 @@ func (r *report) write(w io.Writer, o options) error {
 		pr.Printf("the extender's runs: kube-scheduler with %s\n", o.schedulerConfig)
 	}
 	pr.Printf("the extender's runs: %s\n", replicasLine(r.Replicas, r.Front))
+	if r.Fence {
+		pr.Printf("the extender's runs: as its service account, its admission policies (the fence among them) installed\n")
+	}
 	pr.Printf("%s\n", "mode\tpods/s\tcreate→bound p50\tp99\tbind failures\tbound\t")
 	for _, res := range r.Runs {
 		stalled := ""
