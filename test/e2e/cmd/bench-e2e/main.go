@@ -124,6 +124,9 @@ func run(ctx context.Context, o options) error {
 	if o.replicas < 1 || o.replicas > maxReplicas {
 		return fmt.Errorf("--replicas must be between 1 and %d", maxReplicas)
 	}
+	if o.fence && o.replicas < 2 {
+		return fmt.Errorf("--fence needs --replicas 2 or more: the fence is the leader's Lease")
+	}
 	if o.front != frontRequest && o.front != frontConnection && o.front != frontRequestLeader {
 		return fmt.Errorf("--front must be %s, %s or %s, not %q", frontRequest, frontRequestLeader, frontConnection, o.front)
 	}

@@ -81,6 +81,11 @@ func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs [
 		if err := b.waitLeader(ctx); err != nil {
 			return "", nil, closeFront, err
 		}
+		if b.o.fence {
+			if err := b.waitFence(ctx); err != nil {
+				return "", nil, closeFront, fmt.Errorf("--fence: %w", err)
+			}
+		}
 	}
 	// The followers come first behind a front: kube-scheduler's first connection, and the first
 	// call, land on a follower, the case that cost binds before followers forwarded.

@@ -56,6 +56,8 @@ type bench struct {
 	frontOrder []*framework.Extender
 	// args are each replica's flags (exts' order).
 	args [][]string
+	// fenceKubeconfig acts as the extender's service account (--fence).
+	fenceKubeconfig string
 
 	mu      sync.Mutex
 	created map[string]time.Time
