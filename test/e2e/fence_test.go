@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"errors"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -10,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -192,16 +189,8 @@ func (e *env) installFence() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	probe := &v1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "fence-probe", Annotations: map[string]string{contract.AnnotationFence: "probe/0"}},
-		Target: v1.ObjectReference{Kind: "Node", Name: "none"}}
-	var last error
-	err = poll(e.ctx, time.Minute, func() (bool, error) {
-		last = client.CoreV1().Pods("default").Bind(e.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		var status apierrors.APIStatus
-		return apierrors.IsForbidden(last) && errors.As(last, &status) && strings.Contains(status.Status().Message, scheduler.FencePolicy), nil
-	})
-	if err != nil {
-		e.t.Fatalf("the fence policy never refused a stale token: %v (last answer: %v)", err, last)
+	if err := framework.WaitFenceInForce(e.ctx, client, "default", time.Minute); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
