@@ -32,7 +32,10 @@ func WaitFenceInForce(ctx context.Context, client kubernetes.Interface, namespac
 		return apierrors.IsForbidden(last) && errors.As(last, &status) && strings.Contains(status.Status().Message, scheduler.FencePolicy), nil
 	})
 	if err != nil {
-		return fmt.Errorf("the fence policy never refused a stale token: %w (last answer: %v)", err, last)
+		if last == nil {
+			return fmt.Errorf("the fence policy never refused a stale token: %w (the last probe was admitted)", err)
+		}
+		return fmt.Errorf("the fence policy never refused a stale token: %w (last answer: %w)", err, last)
 	}
 	return nil
 }
