@@ -52,8 +52,9 @@ const (
 type admissionRequest struct {
 	operation   admission.Operation // admission.Create when empty
 	subresource string              // "", "binding", "ephemeralcontainers", "eviction"
-	object      runtime.Object      // a v1.Pod, v1.Binding or policyv1.Eviction
-	oldObject   runtime.Object      // the stored pod, on UPDATE
+	object      runtime.Object      // a v1.Pod, v1.Binding or policyv1.Eviction; nil on DELETE
+	oldObject   runtime.Object      // the stored pod, on UPDATE and DELETE
+	dryRun      bool                // the request's ?dryRun=All, what admission sees as request.dryRun
 	username    string              // ordinaryUser when empty
 	extra       map[string][]string
 	namespace   *v1.Namespace  // "default" without labels when nil
@@ -249,16 +250,23 @@ func (r admissionRequest) attributes(t *testing.T, scheme *runtime.Scheme, names
 		username = ordinaryUser
 	}
 	var options runtime.Object = &metav1.CreateOptions{TypeMeta: metav1.TypeMeta{Kind: "CreateOptions", APIVersion: "meta.k8s.io/v1"}}
-	if op == admission.Update {
+	switch op {
+	case admission.Update:
 		options = &metav1.UpdateOptions{TypeMeta: metav1.TypeMeta{Kind: "UpdateOptions", APIVersion: "meta.k8s.io/v1"}}
+	case admission.Delete:
+		options = &metav1.DeleteOptions{TypeMeta: metav1.TypeMeta{Kind: "DeleteOptions", APIVersion: "meta.k8s.io/v1"}}
 	}
 	obj, old := typed(t, scheme, r.object), typed(t, scheme, r.oldObject)
-	m, err := meta.Accessor(obj)
+	named := obj // a DELETE has only the stored object, as the API server's
+	if named == nil {
+		named = old
+	}
+	m, err := meta.Accessor(named)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return admission.NewAttributesRecord(obj, old, obj.GetObjectKind().GroupVersionKind(), namespace, m.GetName(),
-		v1.SchemeGroupVersion.WithResource("pods"), r.subresource, op, options, false,
+	return admission.NewAttributesRecord(obj, old, named.GetObjectKind().GroupVersionKind(), namespace, m.GetName(),
+		v1.SchemeGroupVersion.WithResource("pods"), r.subresource, op, options, r.dryRun,
 		&user.DefaultInfo{Name: username, Extra: r.extra})
 }
 

@@ -36,9 +36,10 @@ func TestAdmissionPolicies(t *testing.T) {
 		match   []string // names the matchConditions must also carry (they cannot read variables)
 	}{
 		{"extender", "admission/extender-pods.yaml", "extender/rbac.yaml", map[string][]string{"placementAnnotations": placement, "preemptionAnnotation": {contract.DefaultPreemptionKey},
-			"fenceAnnotation": {contract.AnnotationFence}}, nil},
+			"fenceAnnotation": {contract.AnnotationFence}, "preemptedByAnnotation": {contract.AnnotationPreemptedBy}, "resource": {contract.DefaultResourceName},
+			"protectedPriority": {strconv.Itoa(int(scheduler.ProtectedPriority))}}, nil},
 		{"extender-fence", "admission/extender-fence.yaml", "extender/rbac.yaml", map[string][]string{"fenceAnnotation": {contract.AnnotationFence},
-			"fencedAnnotations": append([]string{contract.AnnotationFence, contract.DefaultPreemptionKey}, placement...)}, nil},
+			"fencedAnnotations": append([]string{contract.AnnotationFence, contract.DefaultPreemptionKey, contract.AnnotationPreemptedBy}, placement...)}, nil},
 		{"extender-leases", "admission/extender-leases.yaml", "extender/rbac.yaml", map[string][]string{"leaseName": {scheduler.DefaultElectionConfig().Name}}, nil},
 		{"share-plugin-pods", "admission/share-plugin-pods.yaml", "share-plugin/rbac.yaml", map[string][]string{"pluginAnnotations": plugin}, nil},
 		{"share-plugin-nodes", "admission/share-plugin-nodes.yaml", "share-plugin/rbac.yaml", map[string][]string{

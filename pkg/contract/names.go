@@ -40,6 +40,13 @@ const (
 	// the Lease names another term (config/admission/extender-fence.yaml). Not written with
 	// leader election off.
 	AnnotationFence = "gpushare.io/fence"
+	// AnnotationPreemptedBy marks a pod the extender is about to delete for GPU preemption:
+	// "<namespace>/<name>/<priority>" of the preemptor it holds a card for. The extender writes
+	// it (under the fence) just before the DELETE, and config/admission/extender-pods.yaml lets
+	// the extender's account delete a pod only when it asks gpu-mem, is not system-critical
+	// and carries this mark naming a priority above its own. The API server cannot check that
+	// the named preemptor exists: the mark is the extender's claim.
+	AnnotationPreemptedBy = "gpushare.io/preempted-by"
 
 	// EnvVisibleDevices names the GPU UUIDs a container may use.
 	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"

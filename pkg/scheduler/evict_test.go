@@ -1,13 +1,17 @@
 package scheduler
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
@@ -17,15 +21,19 @@ import (
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// TestEvictAsksOnce: an eviction goes to the pods/eviction subresource of the core API, and a
-// PodDisruptionBudget's refusal (429 with Retry-After: 10) comes back at once instead of being
-// waited out and retried by client-go.
+// TestEvictAsksOnce: the dry-run eviction goes to the pods/eviction subresource of the core API
+// as a dry run (in the query, which admission sees, and in the body) with the victim's UID as
+// precondition, and a PodDisruptionBudget's refusal (429
+// with Retry-After: 10) comes back at once instead of being waited out and retried by
+// client-go.
 func TestEvictAsksOnce(t *testing.T) {
 	var mu sync.Mutex
 	var paths []string
+	var sent policyv1.Eviction
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		paths = append(paths, r.Method+" "+r.URL.Path)
+		paths = append(paths, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		_ = json.NewDecoder(r.Body).Decode(&sent)
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "10")
@@ -40,16 +48,21 @@ func TestEvictAsksOnce(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
 	e := NewExtender(cache.New(contract.DefaultNames(), logger), client, placement.Binpack{}, contract.DefaultNames())
 	start := time.Now()
-	err = e.evict(ctx, &placement.PodInfo{Namespace: "default", Name: "victim", UID: "uid-victim"}, true)
+	err = e.dryRunEvict(ctx, &placement.PodInfo{Namespace: "default", Name: "victim", UID: "uid-victim"})
 	if !apierrors.IsTooManyRequests(err) {
-		t.Fatalf("evict() = %v, want the 429", err)
+		t.Fatalf("dryRunEvict() = %v, want the 429", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("evict() took %v: the 429 was waited out", took)
+		t.Errorf("dryRunEvict() took %v: the 429 was waited out", took)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(paths) != 1 || paths[0] != "POST /api/v1/namespaces/default/pods/victim/eviction" {
-		t.Errorf("requests %v, want one POST /api/v1/namespaces/default/pods/victim/eviction", paths)
+	// the dry run in the query too: admission sees request.dryRun only there
+	if want := "POST /api/v1/namespaces/default/pods/victim/eviction?dryRun=All"; len(paths) != 1 || paths[0] != want {
+		t.Errorf("requests %v, want one %s", paths, want)
+	}
+	want := &metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions("uid-victim"), DryRun: []string{metav1.DryRunAll}}
+	if diff := cmp.Diff(want, sent.DeleteOptions); diff != "" {
+		t.Errorf("the Eviction's deleteOptions (-want,+got):\n%s", diff)
 	}
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 )
@@ -72,6 +75,30 @@ func withFence(ann map[string]string, token string) map[string]string {
 	maps.Copy(out, ann)
 	out[contract.AnnotationFence] = token
 	return out
+}
+
+// patchFenced merges ann into the annotations of the pod namespace/name whose UID is uid (the
+// patch names the UID: a pod recreated under that name is not touched; a nil value removes an
+// annotation), carrying the fence token as every write of the leader does: a replica that does
+// not lead now sends nothing (ErrNotLeader), the patch is dropped unsent past the fence, and
+// the API server refuses it once another replica holds the Lease (extender-fence.yaml).
+func (e *Extender) patchFenced(ctx context.Context, namespace, name string, uid types.UID, ann map[string]any) error {
+	ctx, cancel, token, err := e.fenced(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	fenced := make(map[string]any, len(ann)+1)
+	maps.Copy(fenced, ann)
+	if token != "" {
+		fenced[contract.AnnotationFence] = token
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid, "annotations": fenced}})
+	if err != nil {
+		return fmt.Errorf("encode the patch of %s/%s: %w", namespace, name, err)
+	}
+	_, err = e.client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err //nolint:wrapcheck // the callers say what they patched
 }
 
 // refusedAtFence reports whether err is the API server's refusal of a write whose fence token

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,7 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -320,21 +320,13 @@ func (e *Extender) endHold(ctx context.Context, pod *v1.Pod) {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	fctx, cancel, token, err := e.fenced(ctx) // the API server refuses it unfenced
-	if err != nil {
+	// the API server refuses it unfenced
+	err := e.patchFenced(ctx, pod.Namespace, pod.Name, pod.UID, map[string]any{e.names.PreemptionAnnotation: nil})
+	switch {
+	case errors.Is(err, ErrNotLeader):
 		logger.V(2).Info("Preemption hold left on a bound pod: this replica no longer leads", "pod", klog.KObj(pod), "err", err)
 		return
-	}
-	defer cancel()
-	ann := map[string]any{e.names.PreemptionAnnotation: nil}
-	if token != "" {
-		ann[contract.AnnotationFence] = token
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID, "annotations": ann}})
-	if err == nil {
-		_, err = e.client.CoreV1().Pods(pod.Namespace).Patch(fctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	case err != nil && !apierrors.IsNotFound(err):
 		logger.Error(err, "Removing the preemption hold from a bound pod failed", "pod", klog.KObj(pod))
 		return
 	}

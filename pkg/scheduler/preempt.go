@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,9 +33,15 @@ import (
 //     total did not fit either).
 // It picks the card and victims that cost least over those nodes (placement.PlanPreemption),
 // checks every eviction first (a dry run through the Eviction API: PodDisruptionBudgets), writes
-// the hold on the preemptor (holds.go), then evicts them with their own grace periods. The
-// preempt verb then answers no GPU victims for kube-scheduler to delete: the pods it would add
-// for other resources (CPU, memory) are passed back on the node the extender chose, or nothing.
+// the hold on the preemptor (holds.go), then removes the victims with their own grace periods:
+// each is marked gpushare.io/preempted-by "<preemptor namespace>/<name>/<priority>" (under the
+// fence) and deleted, as kube-scheduler's own preemption deletes its victims (a DELETE with a
+// UID precondition, not an eviction). That mark is what lets the API server bound what the
+// extender's account may remove (config/admission/extender-pods.yaml): only pods that ask
+// gpu-mem, below ProtectedPriority, marked with a priority above their own; a real eviction is
+// refused. The preempt verb then answers no GPU victims for kube-scheduler to delete: the pods
+// it would add for other resources (CPU, memory) are passed back on the node the extender
+// chose, or nothing.
 
 // Event reasons of preemption.
 const (
@@ -51,6 +58,12 @@ const DefaultHoldSlack = time.Minute
 
 // MaxHold bounds any hold: a preemptor not bound by then competes like any other pod.
 const MaxHold = 10 * time.Minute
+
+// ProtectedPriority is the lowest priority the extender never preempts: the highest a user's
+// PriorityClass may have (1000000000) and the system classes above it (system-cluster-critical,
+// system-node-critical). config/admission/extender-pods.yaml refuses the extender's deletion of
+// such a pod, so the planner does not choose one.
+const ProtectedPriority int32 = 1_000_000_000
 
 // maxPreemptionTries bounds how often a preemption plans again after a PodDisruptionBudget
 // refused one of its victims.
@@ -195,7 +208,7 @@ func (e *Extender) podObject(ctx context.Context, namespace, name string, uid ty
 func (e *Extender) checkEvictions(ctx context.Context, victims []placement.PodInfo) (map[types.UID]string, error) {
 	blocked := map[types.UID]string{}
 	for _, v := range victims {
-		err := e.evict(ctx, &v, true)
+		err := e.dryRunEvict(ctx, &v)
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):
@@ -207,37 +220,69 @@ func (e *Extender) checkEvictions(ctx context.Context, victims []placement.PodIn
 	return blocked, nil
 }
 
-// evict evicts the victim through the Eviction API (its own grace period; dryRun: only check).
-func (e *Extender) evict(ctx context.Context, v *placement.PodInfo, dryRun bool) error {
+// dryRunEvict asks the Eviction API, in a dry run, whether the victim may be evicted now (its
+// PodDisruptionBudgets). The extender never evicts for real: its account may not
+// (config/admission/extender-pods.yaml); removeVictim deletes.
+func (e *Extender) dryRunEvict(ctx context.Context, v *placement.PodInfo) error {
 	ev := &policyv1.Eviction{
-		ObjectMeta:    metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name},
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID}},
-	}
-	if dryRun {
-		ev.DeleteOptions.DryRun = []string{metav1.DryRunAll}
+		ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &v.UID},
+			DryRun: []string{metav1.DryRunAll}},
 	}
 	// A PodDisruptionBudget's refusal is a 429 with Retry-After: 10, which client-go's Evict
 	// would wait out and retry ten times. The extender wants the answer at once (it then plans
-	// around that pod), so it posts the Eviction without retries where it can.
+	// around that pod), so it posts the Eviction without retries where it can. The dry run is
+	// also the request's (?dryRun=All): admission sees request.dryRun only from there, not from
+	// the Eviction's body, and the extender's policy admits no other eviction. (client-go's
+	// Evict cannot send it; that path serves fake clients only.)
 	if rc, ok := e.client.PolicyV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
 		return rc.Post().AbsPath("/api/v1").Namespace(v.Namespace).Resource("pods").Name(v.Name).SubResource("eviction").
-			MaxRetries(0).Body(ev).Do(ctx).Error() //nolint:wrapcheck // the callers say which pod
+			Param("dryRun", metav1.DryRunAll).MaxRetries(0).Body(ev).Do(ctx).Error() //nolint:wrapcheck // the callers say which pod
 	}
 	return e.client.PolicyV1().Evictions(v.Namespace).Evict(ctx, ev) //nolint:wrapcheck // the callers say which pod
 }
 
-// evictVictims evicts plan's victims for pod, whose hold is written and in force (rec), and
-// records what it did: a preemption counts as started once one victim is evicted.
+// removeVictim removes the victim v for pod: it marks v preempted by pod
+// (contract.AnnotationPreemptedBy, a fenced patch as the hold is), then deletes it with a UID
+// precondition and its own grace period, as kube-scheduler's preemption deletes its victims.
+// The mark is what config/admission/extender-pods.yaml checks before it lets the extender's
+// account delete a pod; the delete itself carries no token (a DELETE has no annotations) but
+// is dropped unsent past this replica's fence, and a replica that no longer leads sends
+// neither. The PodDisruptionBudgets were checked by the dry run before the hold was written.
+func (e *Extender) removeVictim(ctx context.Context, pod *v1.Pod, v *placement.PodInfo) error {
+	mark := map[string]any{contract.AnnotationPreemptedBy: preemptedBy(pod)}
+	if err := e.patchFenced(ctx, v.Namespace, v.Name, v.UID, mark); err != nil {
+		return fmt.Errorf("mark %s preempted by %s: %w", v.Key(), klog.KObj(pod), err)
+	}
+	ctx, cancel, _, err := e.fenced(ctx)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", v.Key(), err)
+	}
+	defer cancel()
+	if err := e.client.CoreV1().Pods(v.Namespace).Delete(ctx, v.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(v.UID))}); err != nil {
+		return fmt.Errorf("delete %s: %w", v.Key(), err)
+	}
+	return nil
+}
+
+// preemptedBy is the value of contract.AnnotationPreemptedBy naming pod:
+// "<namespace>/<name>/<priority>".
+func preemptedBy(pod *v1.Pod) string {
+	return pod.Namespace + "/" + pod.Name + "/" + strconv.Itoa(int(cache.PodPriority(pod)))
+}
+
+// evictVictims removes plan's victims for pod, whose hold is written and in force (rec), and
+// records what it did: a preemption counts as started once one victim is removed.
 func (e *Extender) evictVictims(ctx context.Context, pod *v1.Pod, plan *placement.PreemptionPlan, rec *HoldRecord) error {
 	var evicted []string
 	var errs []error
 	for i := range plan.Victims {
 		v := &plan.Victims[i]
-		switch err := e.evict(ctx, v, false); {
+		switch err := e.removeVictim(ctx, pod, v); {
 		case apierrors.IsNotFound(err): // gone meanwhile: its memory is free, nothing evicted
 			continue
 		case err != nil:
-			errs = append(errs, fmt.Errorf("evict %s: %w", v.Key(), err))
+			errs = append(errs, err)
 			continue
 		}
 		evicted = append(evicted, v.Key())

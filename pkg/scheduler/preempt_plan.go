@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -193,8 +192,9 @@ func (e *Extender) planPreemption(pod *v1.Pod, req *contract.PodRequest, priorit
 	info := func(p *placement.PodInfo) placement.VictimInfo {
 		_, blocked := protected[p.UID]
 		// An assumed pod is being bound right now: not a victim (its Binding may land).
+		// One of ProtectedPriority or above: the extender's account may not delete it.
 		return placement.VictimInfo{Priority: p.Priority, Terminating: p.Terminating || leaving[p.UID],
-			Protected: blocked || p.State == placement.PodAssumed}
+			Protected: blocked || p.State == placement.PodAssumed || p.Priority >= ProtectedPriority}
 	}
 	var best placement.PreemptionPlan
 	found := false
@@ -230,17 +230,8 @@ func (e *Extender) writeHold(ctx context.Context, pod *v1.Pod, plan *placement.P
 	if err != nil {
 		return rec, fmt.Errorf("encode the hold: %w", err)
 	}
-	ctx, cancel, token, err := e.fenced(ctx) // the fence, as before a Binding
-	if err != nil {
-		return rec, fmt.Errorf("preempt for %s: %w", klog.KObj(pod), err)
-	}
-	defer cancel()
-	ann := withFence(map[string]string{e.names.PreemptionAnnotation: string(raw)}, token)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID, "annotations": ann}})
-	if err != nil {
-		return rec, fmt.Errorf("encode the hold: %w", err)
-	}
-	if _, err := e.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	// the fence, as before a Binding
+	if err := e.patchFenced(ctx, pod.Namespace, pod.Name, pod.UID, map[string]any{e.names.PreemptionAnnotation: string(raw)}); err != nil {
 		return rec, fmt.Errorf("write the hold on %s: %w", klog.KObj(pod), err)
 	}
 	e.holds.add(hold{HoldRecord: rec, pod: pod.UID, namespace: pod.Namespace, name: pod.Name, victims: uids})

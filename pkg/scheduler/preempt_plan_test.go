@@ -35,7 +35,7 @@ func high(name string) *v1.Pod { return prio(st.MakePod().Name(name).GPUMem(8).O
 func cardsEnv(t *testing.T, ev *evictions, cards []int64, opts []scheduler.Option, pods ...*v1.Pod) *env {
 	t.Helper()
 	e := newEnvOpts(t, newPolicy(t, "binpack"), opts, []*v1.Node{st.MakeNode("n1").GPUs(cards...).Obj()}, pods...)
-	e.client.PrependReactor("create", "pods", ev.reactor(e.client))
+	ev.install(e.client)
 	return e
 }
 
@@ -308,7 +308,7 @@ func TestPreemptPutOffWhileFreeElsewhere(t *testing.T) {
 			clock := newFakeClock()
 			nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Label("zone", "a").Obj(), st.MakeNode("n2").GPUs(16).Obj()}
 			e := newEnvOpts(t, newPolicy(t, "binpack"), []scheduler.Option{scheduler.WithClock(clock.Now)}, nodes, low("v", 0, 16), tt.pod)
-			e.client.PrependReactor("create", "pods", ev.reactor(e.client))
+			ev.install(e.client)
 			for i, step := range tt.steps {
 				clock.Step(step)
 				preemptVerb(e, tt.pod, "v")

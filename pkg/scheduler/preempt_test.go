@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -22,13 +23,22 @@ import (
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
-// evictions is a fake Eviction API: it refuses the pods a PodDisruptionBudget protects (429),
-// answers dry runs, and marks an evicted pod terminating (its grace period running).
+// evictions is a fake of what preemption asks the API server, as the extender's admission
+// policy lets it: dry-run evictions, which it refuses for the pods a PodDisruptionBudget
+// protects (429); no real eviction (403); and pod deletes of pods marked preempted
+// (contract.AnnotationPreemptedBy; 403 without the mark), which mark the pod terminating (its
+// grace period running).
 type evictions struct {
 	mu        sync.Mutex
 	protected map[string]bool
 	dryRuns   []string
-	evicted   []string
+	evicted   []string // the pods deleted, in order
+}
+
+// install puts the fake in front of client's pod creates (pods/eviction) and deletes.
+func (ev *evictions) install(client *fake.Clientset) {
+	client.PrependReactor("create", "pods", ev.reactor(client))
+	client.PrependReactor("delete", "pods", ev.deleteReactor(client))
 }
 
 func (ev *evictions) reactor(client *fake.Clientset) k8stesting.ReactionFunc {
@@ -43,20 +53,35 @@ func (ev *evictions) reactor(client *fake.Clientset) k8stesting.ReactionFunc {
 		if ev.protected[e.Name] {
 			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 		}
-		if e.DeleteOptions != nil && len(e.DeleteOptions.DryRun) > 0 {
-			ev.dryRuns = append(ev.dryRuns, e.Name)
-			return true, nil, nil
+		if e.DeleteOptions == nil || len(e.DeleteOptions.DryRun) == 0 {
+			return true, nil, apierrors.NewForbidden(v1.Resource("pods"), e.Name, errors.New("the gpushare extender may evict pods only in a dry run"))
 		}
-		ev.evicted = append(ev.evicted, e.Name)
+		ev.dryRuns = append(ev.dryRuns, e.Name)
+		if _, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), e.Namespace, e.Name); err != nil {
+			return true, nil, err
+		}
+		return true, nil, nil
+	}
+}
+
+func (ev *evictions) deleteReactor(client *fake.Clientset) k8stesting.ReactionFunc {
+	return func(action k8stesting.Action) (bool, runtime.Object, error) {
+		da := action.(k8stesting.DeleteAction)
 		gvr := v1.SchemeGroupVersion.WithResource("pods")
-		obj, err := client.Tracker().Get(gvr, e.Namespace, e.Name)
+		obj, err := client.Tracker().Get(gvr, da.GetNamespace(), da.GetName())
 		if err != nil {
 			return true, nil, err
 		}
 		pod := obj.(*v1.Pod).DeepCopy()
+		if pod.Annotations[contract.AnnotationPreemptedBy] == "" {
+			return true, nil, apierrors.NewForbidden(gvr.GroupResource(), pod.Name, errors.New("not marked "+contract.AnnotationPreemptedBy))
+		}
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		ev.evicted = append(ev.evicted, pod.Name)
 		now := metav1.Now()
 		pod.DeletionTimestamp = &now
-		return true, nil, client.Tracker().Update(gvr, pod, e.Namespace)
+		return true, nil, client.Tracker().Update(gvr, pod, pod.Namespace)
 	}
 }
 
@@ -87,7 +112,7 @@ func preemptEnv(t *testing.T, ev *evictions, pending ...*v1.Pod) *env {
 		prio(st.MakePod().Name("c").GPUMem(10).Node("n1").Placement(`{"0":{"1":10}}`).Obj(), 0, false),
 	}
 	e := newEnv(t, "binpack", nodes, append(pods, pending...)...)
-	e.client.PrependReactor("create", "pods", ev.reactor(e.client))
+	ev.install(e.client)
 	return e
 }
 

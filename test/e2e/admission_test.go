@@ -351,11 +351,14 @@ func (a *admissionEnv) extenderCases() []admissionCase {
 			want: byPolicy(policy, "not its spec")},
 		{name: "writes the preemption hold on a pending pod", do: a.patchPod(a.extender, types.MergePatchType, "default", "pending-2",
 			annotate(a.t, map[string]string{contract.DefaultPreemptionKey: `{"node":"gpu-a","gpu":0,"units":4,"until":"2030-01-01T00:00:00Z"}`}))},
-		{name: "evicts a pod (dry run)", do: func(ctx context.Context) error {
-			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "on-a", Namespace: "default"},
-				DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
-			return a.extender.PolicyV1().Evictions("default").Evict(ctx, ev)
-		}},
+		{name: "evicts a pod (dry run)", do: func(ctx context.Context) error { return dryRunEviction(ctx, a.extender, "default", "on-a") }},
+		// RBAC grants real evictions and deletes (GPU preemption); the policy bounds them.
+		{name: "evicts a pod for real", do: func(ctx context.Context) error {
+			return a.extender.PolicyV1().Evictions("default").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "on-a", Namespace: "default"}})
+		}, want: byPolicy(policy, "only in a dry run")},
+		{name: "deletes a GPU pod not marked preempted", do: func(ctx context.Context) error {
+			return a.extender.CoreV1().Pods("default").Delete(ctx, "on-a", metav1.DeleteOptions{})
+		}, want: byPolicy(policy, contract.AnnotationPreemptedBy, "it carries none")},
 		{name: "binds a pod with the placement annotations", do: a.bind("pending-1", a.placement(1), true)},
 		{name: "binding with another annotation", do: a.bind("pending-2", map[string]string{"example.com/owner": "me"}, false),
 			want: byPolicy(policy, "it also carries example.com/owner")},
@@ -386,8 +389,8 @@ func (a *admissionEnv) bind(pod string, ann map[string]string, check bool) func(
 	}
 }
 
-// overgrantExtender grants the extender's account what its RBAC does not (writes on pods and
-// their status, deletes), as a careless operator might, and waits until RBAC lets it through:
+// overgrantExtender grants the extender's account what its RBAC does not (updates of pods,
+// writes of their status), as a careless operator might, and waits until RBAC lets it through:
 // then only the policy stands between it and the pods.
 func (a *admissionEnv) overgrantExtender() {
 	a.t.Helper()
@@ -426,9 +429,6 @@ func (a *admissionEnv) overgrantedExtenderCases() []admissionCase {
 			want: byPolicy(policy, "labels")},
 		{name: "patching pods/status", do: a.patchPod(a.extender, types.MergePatchType, "default", "on-a", mustJSON(a.t, map[string]any{"status": map[string]any{"message": "x"}}), "status"),
 			want: byPolicy(policy, "UPDATE of pods/status is not allowed")},
-		{name: "deleting a pod", do: func(ctx context.Context) error {
-			return a.extender.CoreV1().Pods("default").Delete(ctx, "on-a", metav1.DeleteOptions{})
-		}, want: byPolicy(policy, "DELETE of pods is not allowed")},
 		{name: "patching a placement annotation", do: a.patchPod(a.extender, types.MergePatchType, "default", "pending-2", annotate(a.t, map[string]string{contract.AnnotationAssigned: "false"}))},
 	}
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
@@ -511,4 +514,135 @@ func (e *env) checkHoldsRemoved(names ...string) {
 	}); err != nil {
 		e.t.Errorf("bound pods still carry their hold: %v", held)
 	}
+}
+
+// TestPreemptLeastPrivilege is issue 38, point 4. With the extender's RBAC and admission
+// policies installed (config/extender/rbac.yaml, config/admission/extender-*.yaml) and the
+// extender running as its service account (leader election on: its writes carry the fence
+// token), (i) a GPU preemption still works end to end: the victim, kept terminating by a
+// finalizer, is marked gpushare.io/preempted-by "default/high/1000" and deleted, and the
+// preemptor binds on its card; (ii) the account is refused, by gpushare-extender-pods, deleting
+// a pod that asks no gpu-mem, a gpu-mem pod without the mark, a pod whose mark names a
+// priority not above its own, and a real eviction of a pod it could delete, while a dry-run
+// eviction and a dry-run delete of that pod are allowed. No pod it was refused is gone, and
+// the invariants hold.
+func TestPreemptLeastPrivilege(t *testing.T) {
+	e := newEnvWithoutScheduler(t)
+	e.ext.Proc.Stop(10 * time.Second) // releases the Lease: the extender restarts as its account
+	e.installFence()
+	ext, err := e.c.StartExtenderAs(e.ctx, "extender-a", s.extender, 0, "--kubeconfig="+e.extenderKubeconfig(""), "--leader-elect-identity=ext-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ext = ext
+	if err := e.c.StartScheduler(ext.Host()); err != nil {
+		t.Fatal(err)
+	}
+	e.priorityClasses()
+	cards := map[string][]contract.GPU{"gpu-0": framework.Cards("gpu-0", "Tesla T4", 16, 1)}
+	e.nodes(cards)
+
+	e.prioPod("victim", 12, lowPriority, withFinalizer)
+	e.waitBound("victim", time.Minute)
+	e.prioPod("high", 8, highPriority)
+	if err := poll(e.ctx, time.Minute, func() (bool, error) { return len(e.gone("victim")) == 1, nil }); err != nil {
+		t.Fatalf("the victim was never deleted; events of high:\n%s", e.events("high"))
+	}
+	victim, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, "victim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := victim.Annotations[contract.AnnotationPreemptedBy], "default/high/1000"; got != want {
+		t.Errorf("the victim's %s = %q, want %q", contract.AnnotationPreemptedBy, got, want)
+	}
+	e.release("victim")
+	e.waitBound("high", 2*time.Minute)
+	e.checkRemovalsRefused()
+	e.reportPreemption(8, map[string]int64{"victim": 12})
+	e.checkConsistent(cards)
+	inv, err := e.c.CheckInvariants(e.ctx, "default", e.ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inv.OK() {
+		t.Errorf("invariants: %s", inv)
+	}
+}
+
+// checkRemovalsRefused creates, as admin, pending pods no scheduler takes, and shows the
+// extender's account refused by gpushare-extender-pods every removal GPU preemption does not
+// need, allowed the dry runs it does, and the pods still there.
+func (e *env) checkRemovalsRefused() {
+	e.t.Helper()
+	client, err := clientFor(e.extenderKubeconfig(""))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pending := func(p *v1.Pod) { p.Spec.SchedulerName = "no-such-scheduler" } // off the cards
+	mark := func(value string) func(*v1.Pod) {
+		return func(p *v1.Pod) { metav1.SetMetaDataAnnotation(&p.ObjectMeta, contract.AnnotationPreemptedBy, value) }
+	}
+	noGPU := func(p *v1.Pod) { p.Spec.Containers[0].Resources = v1.ResourceRequirements{} }
+	e.prioPod("no-gpu-mem", 0, lowPriority, pending, noGPU, mark("default/high/1000"))
+	e.prioPod("unmarked", 4, lowPriority, pending)
+	e.prioPod("marked-own-priority", 4, lowPriority, pending, mark("default/high/10"))
+	e.prioPod("marked", 4, lowPriority, pending, mark("default/high/1000"))
+	del := func(name string, dryRun bool) func() error {
+		opts := metav1.DeleteOptions{}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		return func() error { return client.CoreV1().Pods("default").Delete(e.ctx, name, opts) }
+	}
+	evict := func(name string) func() error {
+		return func() error {
+			return client.PolicyV1().Evictions("default").Evict(e.ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}})
+		}
+	}
+	bodyDryRun := func(name string) func() error { // the dry run in the body only: admission does not see it
+		return func() error {
+			return client.PolicyV1().Evictions("default").Evict(e.ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+				DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}})
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		do   func() error
+		want string // "": allowed
+	}{
+		{"delete a pod without gpu-mem", del("no-gpu-mem", false), "asks none"},
+		{"delete a gpu-mem pod without the mark", del("unmarked", false), "it carries none"},
+		{"delete a pod marked with its own priority", del("marked-own-priority", false), `above its own (10); it carries "default/high/10"`},
+		{"evict a marked gpu-mem pod for real", evict("marked"), "only in a dry run"},
+		{"evict with the dry run in the Eviction's body only", bodyDryRun("marked"), "only in a dry run"},
+		{"evict a marked gpu-mem pod in a dry run", func() error { return dryRunEviction(e.ctx, client, "default", "marked") }, ""},
+		{"delete a marked gpu-mem pod in a dry run", del("marked", true), ""},
+	} {
+		err := tc.do()
+		var status apierrors.APIStatus
+		switch {
+		case tc.want == "" && err != nil:
+			e.t.Errorf("%s: refused, want allowed: %v", tc.name, err)
+		case tc.want == "":
+			e.t.Logf("%s: allowed", tc.name)
+		case !apierrors.IsForbidden(err) || !errors.As(err, &status) ||
+			!strings.Contains(status.Status().Message, "ValidatingAdmissionPolicy 'gpushare-extender-pods'") || !strings.Contains(status.Status().Message, tc.want):
+			e.t.Errorf("%s: %v, want refused by gpushare-extender-pods saying %q", tc.name, err, tc.want)
+		default:
+			e.t.Logf("%s: refused: %v", tc.name, err)
+		}
+	}
+	if g := e.gone("no-gpu-mem", "unmarked", "marked-own-priority", "marked"); len(g) > 0 {
+		e.t.Errorf("pods %v are gone: a refused removal went through", g)
+	}
+}
+
+// dryRunEviction evicts pod namespace/name in a dry run as the extender does: ?dryRun=All on the
+// request (what admission sees as request.dryRun) and in the Eviction's deleteOptions.
+// client-go's Evict cannot send the query parameter.
+func dryRunEviction(ctx context.Context, client kubernetes.Interface, namespace, name string) error {
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}
+	return client.PolicyV1().RESTClient().Post().AbsPath("/api/v1").Namespace(namespace).Resource("pods").Name(name).
+		SubResource("eviction").Param("dryRun", metav1.DryRunAll).Body(ev).Do(ctx).Error()
 }
