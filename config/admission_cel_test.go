@@ -74,7 +74,7 @@ type compiledPolicy struct {
 // server returns). A request the policy's matchConstraints, its binding or its matchConditions
 // do not select is allowed without evaluation. Compilation errors, evaluation errors and failed
 // messageExpressions fail the test: under failurePolicy Fail they deny every request they touch.
-func evalPolicy(t *testing.T, file string, req admissionRequest) (allowed bool, message string) {
+func evalPolicy(t testing.TB, file string, req admissionRequest) (allowed bool, message string) {
 	t.Helper()
 	return compilePolicy(t, file).eval(t, req)
 }
@@ -82,7 +82,7 @@ func evalPolicy(t *testing.T, file string, req admissionRequest) (allowed bool, 
 // compilePolicy reads, defaults and compiles the policy and binding of file as the validating
 // plugin's (unexported) compilePolicy does, in the environment kube-apiserver validates a newly
 // created policy with (NewExpressions, stricter than the StoredExpressions it evaluates with).
-func compilePolicy(t *testing.T, file string) *compiledPolicy {
+func compilePolicy(t testing.TB, file string) *compiledPolicy {
 	t.Helper()
 	p, b := readPolicy(t, file)
 	defaultPolicy(p, b)
@@ -123,7 +123,7 @@ func compilePolicy(t *testing.T, file string) *compiledPolicy {
 
 // mustCompile fails the test for each expression that does not compile: the API server would
 // refuse the policy.
-func mustCompile(t *testing.T, file string, compiler *plugincel.CompositedCompiler, exprs []plugincel.ExpressionAccessor, vars plugincel.OptionalVariableDeclarations) {
+func mustCompile(t testing.TB, file string, compiler *plugincel.CompositedCompiler, exprs []plugincel.ExpressionAccessor, vars plugincel.OptionalVariableDeclarations) {
 	t.Helper()
 	for _, e := range exprs {
 		if e == nil {
@@ -165,7 +165,26 @@ func defaultPolicy(p *admissionv1.ValidatingAdmissionPolicy, b *admissionv1.Vali
 // eval evaluates req as the validating plugin's dispatcher does: the policy's matchConstraints
 // and the binding's matchResources select the request, then the validator runs matchConditions,
 // variables and validations.
-func (c *compiledPolicy) eval(t *testing.T, req admissionRequest) (allowed bool, message string) {
+func (c *compiledPolicy) eval(t testing.TB, req admissionRequest) (allowed bool, message string) {
+	t.Helper()
+	return c.prepare(t, req).run(t)
+}
+
+// preparedRequest is a request made ready for the dispatcher (scheme, attributes, the
+// namespace's lister): what kube-apiserver has at hand before it runs a policy. run is what it
+// then does for this policy, per request.
+type preparedRequest struct {
+	c         *compiledPolicy
+	req       admissionRequest
+	ns        *v1.Namespace
+	scheme    *runtime.Scheme
+	attrs     admission.Attributes
+	o         admission.ObjectInterfaces
+	matcher   generic.PolicyMatcher
+	noOpinion authorizer.Authorizer
+}
+
+func (c *compiledPolicy) prepare(t testing.TB, req admissionRequest) *preparedRequest {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -175,40 +194,46 @@ func (c *compiledPolicy) eval(t *testing.T, req admissionRequest) (allowed bool,
 	if ns == nil {
 		ns = &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceDefault}}
 	}
-	attrs := req.attributes(t, scheme, ns.Name)
-	o := admission.NewObjectInterfacesFromScheme(scheme)
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	if err := indexer.Add(ns); err != nil {
 		t.Fatal(err)
 	}
-	matcher := generic.NewPolicyMatcher(matching.NewMatcher(listersv1.NewNamespaceLister(indexer), fake.NewClientset(ns)))
-	matches, gvr, gvk, err := matcher.DefinitionMatches(attrs, o, validating.NewValidatingAdmissionPolicyAccessor(c.policy))
+	return &preparedRequest{c: c, req: req, ns: ns, scheme: scheme, attrs: req.attributes(t, scheme, ns.Name),
+		o:       admission.NewObjectInterfacesFromScheme(scheme),
+		matcher: generic.NewPolicyMatcher(matching.NewMatcher(listersv1.NewNamespaceLister(indexer), fake.NewClientset(ns))),
+		noOpinion: authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+			return authorizer.DecisionNoOpinion, "", nil
+		})}
+}
+
+// run matches and validates the prepared request.
+func (p *preparedRequest) run(t testing.TB) (allowed bool, message string) {
+	t.Helper()
+	c := p.c
+	matches, gvr, gvk, err := p.matcher.DefinitionMatches(p.attrs, p.o, validating.NewValidatingAdmissionPolicyAccessor(c.policy))
 	if err != nil {
 		t.Fatalf("%s: matchConstraints: %v", c.file, err)
 	}
-	if bound, err := matcher.BindingMatches(attrs, o, validating.NewValidatingAdmissionPolicyBindingAccessor(c.binding)); err != nil || !bound || !matches {
+	if bound, err := p.matcher.BindingMatches(p.attrs, p.o, validating.NewValidatingAdmissionPolicyBindingAccessor(c.binding)); err != nil || !bound || !matches {
 		if err != nil {
 			t.Fatalf("%s: binding: %v", c.file, err)
 		}
 		return true, ""
 	}
-	versioned, err := admission.NewVersionedAttributes(attrs, gvk, o)
+	versioned, err := admission.NewVersionedAttributes(p.attrs, gvk, p.o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	noOpinion := authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-		return authorizer.DecisionNoOpinion, "", nil
-	})
-	if c.policy.Spec.ParamKind != nil && req.params == nil {
+	if c.policy.Spec.ParamKind != nil && p.req.params == nil {
 		return c.paramNotFound(t)
 	}
-	result := c.validator.Validate(t.Context(), gvr, versioned, typed(t, scheme, req.params), ns, celconfig.RuntimeCELCostBudget, noOpinion)
+	result := c.validator.Validate(t.Context(), gvr, versioned, typed(t, p.scheme, p.req.params), p.ns, celconfig.RuntimeCELCostBudget, p.noOpinion)
 	return c.decide(t, result)
 }
 
 // paramNotFound decides as the dispatcher does when the binding's param does not exist: its
 // paramRef's parameterNotFoundAction (Deny by default) decides.
-func (c *compiledPolicy) paramNotFound(t *testing.T) (allowed bool, message string) {
+func (c *compiledPolicy) paramNotFound(t testing.TB) (allowed bool, message string) {
 	t.Helper()
 	ref := c.binding.Spec.ParamRef
 	if ref == nil {
@@ -221,7 +246,7 @@ func (c *compiledPolicy) paramNotFound(t *testing.T) (allowed bool, message stri
 }
 
 // decide returns the first denial of result, failing the test on evaluation errors.
-func (c *compiledPolicy) decide(t *testing.T, result validating.ValidateResult) (allowed bool, message string) {
+func (c *compiledPolicy) decide(t testing.TB, result validating.ValidateResult) (allowed bool, message string) {
 	t.Helper()
 	allowed = true
 	for _, d := range result.Decisions {
@@ -240,7 +265,7 @@ func (c *compiledPolicy) decide(t *testing.T, result validating.ValidateResult) 
 }
 
 // attributes returns the admission attributes of r, its objects typed as the API server's are.
-func (r admissionRequest) attributes(t *testing.T, scheme *runtime.Scheme, namespace string) admission.Attributes {
+func (r admissionRequest) attributes(t testing.TB, scheme *runtime.Scheme, namespace string) admission.Attributes {
 	t.Helper()
 	op, username := r.operation, r.username
 	if op == "" {
@@ -271,7 +296,7 @@ func (r admissionRequest) attributes(t *testing.T, scheme *runtime.Scheme, names
 }
 
 // typed returns a copy of obj with its kind set, as the API server hands it to admission.
-func typed(t *testing.T, scheme *runtime.Scheme, obj runtime.Object) runtime.Object {
+func typed(t testing.TB, scheme *runtime.Scheme, obj runtime.Object) runtime.Object {
 	t.Helper()
 	if obj == nil {
 		return nil

@@ -83,7 +83,7 @@ func TestAdmissionPolicies(t *testing.T) {
 }
 
 // readPolicy decodes, strictly, the policy and the binding of file.
-func readPolicy(t *testing.T, file string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+func readPolicy(t testing.TB, file string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
 	raw, err := os.ReadFile(file)
 	if err != nil {
