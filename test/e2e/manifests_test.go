@@ -41,7 +41,9 @@ const (
 // adapts the objects and nothing else: host network, the API server's address, one extender
 // replica (two would share the host's port), the kubelet's pod-resources folder (the test's
 // kubelet has its own --root-dir), its containerd socket (the image check), the fake-NVML
-// flags, and the images' tags.
+// flags, and the images' tags. The chart also installs the admission policies (the fence among
+// them), so its half runs the extender and the share-plugin under them; the default namespace
+// is exempt from their pod-security rules for the test's host-network pod.
 func TestManifestsOnRealNode(t *testing.T) {
 	claimRealNode(t)
 
@@ -127,6 +129,11 @@ func (e *env) installAndRun(pause, images, base string) {
 		}
 	}
 	if _, err := e.kubectl("label", "node", framework.RealNodeName, "gpushare=true"); err != nil {
+		t.Fatal(err)
+	}
+	// the chart installs the admission policies: the test's pod needs the host's network (no
+	// pod network here), which they allow in an exempt namespace only
+	if _, err := e.kubectl("label", "namespace", "default", "gpushare.io/pod-security-exempt=true"); err != nil {
 		t.Fatal(err)
 	}
 	pki := e.c.PKI
