@@ -3,8 +3,16 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${DEMO_DIR:-$ROOT/.demo}
+# unmount_state undoes the tmpfs the share-plugin mounted on the counter folders of the pods
+# still running when the node stopped (under its --hami-core-state-dir), deepest first.
+unmount_state() {
+	awk -v d="$DIR/hami-core-state" '$2 == d || index($2, d "/") == 1 {print $2}' /proc/self/mounts | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
 if [ -x "$DIR/bin/gpushare-local" ]; then
-	exec "$DIR/bin/gpushare-local" down --dir "$DIR"
+	"$DIR/bin/gpushare-local" down --dir "$DIR"
+	unmount_state
+	exit 0
 fi
 # fallback without the helper: SIGTERM in reverse start order
 [ -f "$DIR/pids" ] || { echo "no demo running in $DIR"; exit 0; }
@@ -16,3 +24,4 @@ tac "$DIR/pids" | while read -r name pid; do
 	fi
 done
 rm -f "$DIR/pids"
+unmount_state

@@ -2,7 +2,10 @@
 # make gpu-check: proves on this machine's NVIDIA GPU, without Kubernetes, that the
 # share-plugin's Allocate holds containers to their ask through HAMi-core (hack/gpucheck: real
 # NVML, fake API server and kubelet, each container a mount namespace with Allocate's mounts and
-# env). Needs root, an NVIDIA GPU with its driver, and python3 with PyTorch or nvcc.
+# env). It also measures what users budget for: each card's total, driver reserve, usable memory
+# and free memory at idle, the CUDA context's cost per process with and without HAMi-core, and
+# the largest allocation under a limit of 1 GiB, 4 GiB and the whole card (a second table, for
+# docs/isolation.md). Needs root, an NVIDIA GPU with its driver, and python3 with PyTorch or nvcc.
 # On a machine with several GPUs it also checks the cards' topology as the share-plugin reads it
 # (a link for every pair, the same as nvidia-smi topo -m, NUMA nodes) and prints the link
 # matrix; on one GPU it prints a SKIP line for it, never counted as a pass. gpucheck

@@ -39,7 +39,8 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
 	logger.Info("Starting share-plugin", "version", version.Version, "commit", version.Commit, "node", o.nodeName, "resource", o.names.Resource,
-		"unit", o.names.Unit.String(), "kubeletDir", o.kubeletDir, "podResources", o.podResourcesSocket, "memoryLimit", o.memoryLimit.Mode, "sysfsRoot", o.sysfsRoot)
+		"unit", o.names.Unit.String(), "kubeletDir", o.kubeletDir, "podResources", o.podResourcesSocket, "memoryLimit", o.memoryLimit.Mode, "sysfsRoot", o.sysfsRoot,
+		"reserveMemoryBytes", o.reserveMemory, "healthCheck", o.healthCheck, "ignoredXIDs", o.ignoredXIDs)
 	nv, err := openNVML(&o.fake)
 	if err != nil {
 		return err

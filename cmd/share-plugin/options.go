@@ -31,13 +31,17 @@ type options struct {
 	resyncPeriod       time.Duration
 	resolveWait        time.Duration
 	healthCheck        bool
-	qps                float64
-	burst              int
-	metricsAddress     string
-	usagePeriod        time.Duration
-	hostProc           string
-	sysfsRoot          string
-	memoryLimit        deviceplugin.MemoryLimitConfig
+	// ignoredXIDs leave a card healthy (--health-ignored-xids).
+	ignoredXIDs []uint64
+	// reserveMemory is held back of every card on top of the driver's reserve, in bytes.
+	reserveMemory  int64
+	qps            float64
+	burst          int
+	metricsAddress string
+	usagePeriod    time.Duration
+	hostProc       string
+	sysfsRoot      string
+	memoryLimit    deviceplugin.MemoryLimitConfig
 	// limitEscapeAction and limitEscapeAllowance: what is done to a container that escapes its
 	// limit, and what each of its processes may use beyond it (usage.EscapePolicy).
 	limitEscapeAction    string
@@ -62,6 +66,7 @@ func newOptions() *options {
 		resyncPeriod:       2 * time.Second,
 		resolveWait:        3 * time.Second,
 		healthCheck:        true,
+		ignoredXIDs:        deviceplugin.DefaultIgnoredXIDs(),
 		qps:                50,
 		burst:              100,
 		metricsAddress:     ":9446",
@@ -92,6 +97,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.resyncPeriod, "resync-period", o.resyncPeriod, "how often Allocate answers are cross-checked and pods marked assigned")
 	fs.DurationVar(&o.resolveWait, "resolve-wait", o.resolveWait, "how long Allocate waits for the pod to appear in the informer")
 	fs.BoolVar(&o.healthCheck, "health-check", o.healthCheck, "watch NVML XID events and mark failed GPUs unhealthy")
+	fs.Var(xidList{&o.ignoredXIDs}, "health-ignored-xids", "comma-separated XIDs that leave a GPU healthy (the application's faults, as NVIDIA's device plugin ignores); empty: every critical XID takes the GPU")
+	fs.Var(byteSize{&o.reserveMemory}, "reserve-memory", "GPU memory held back of every card on top of what the driver reserves (NVML), e.g. 512Mi: a card's units count its total less both")
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "API client QPS")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "API client burst")
 	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "address serving /metrics (GPU memory and utilization per card and per container); empty disables")
@@ -161,6 +168,7 @@ func (o *options) pluginOptions() []deviceplugin.Option {
 		deviceplugin.WithKubeletDir(o.kubeletDir), deviceplugin.WithSocketName(o.socketName),
 		deviceplugin.WithResyncPeriod(o.resyncPeriod), deviceplugin.WithResolveWait(o.resolveWait),
 		deviceplugin.WithHealthCheck(o.healthCheck), deviceplugin.WithMemoryLimit(o.memoryLimit),
-		deviceplugin.WithSysfsRoot(o.sysfsRoot),
+		deviceplugin.WithSysfsRoot(o.sysfsRoot), deviceplugin.WithReserveMemory(o.reserveMemory),
+		deviceplugin.WithIgnoredXIDs(o.ignoredXIDs),
 	}
 }

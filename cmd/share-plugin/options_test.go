@@ -40,6 +40,7 @@ func TestOptions(t *testing.T) {
 		{name: "limits enforced: escapes caught within 5s", env: "n1", args: []string{"--memory-limit=hami-core", "--usage-period=10s"}, wantErr: "at most 5s"},
 		{name: "limits enforced without metrics: the period is still used", env: "n1", args: []string{"--memory-limit=hami-core", "--metrics-address=", "--usage-period=0s"}, wantErr: "--usage-period"},
 		{name: "no limits: a long period is fine", env: "n1", args: []string{"--usage-period=30s"}},
+		{name: "memory held back of every card", env: "n1", args: []string{"--reserve-memory=512Mi", "--health-ignored-xids=13,109"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,8 @@
 // GPUCHECK key=value lines (hack/gpucheck/report.go), the same as workload.py.
 //   alloc limits    measure the limit HAMi-core applies
 //   alloc context   start CUDA only, then wait for stdin to close
+//   alloc maxalloc  start CUDA, wait for "go", then find the largest allocation that succeeds
+//                   (bisection in STEP bytes), then wait for stdin to close
 // Build: nvcc -O2 -o alloc alloc.cu
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -55,6 +57,47 @@ static void *try_alloc(const char *key, size_t size) {
   return NULL;
 }
 
+// STEP is the resolution of the largest allocation (workload.py uses the same).
+#define STEP (16ULL << 20)
+
+// alloc_fits reports whether size bytes can be allocated and written: 1 yes, 0 out of memory,
+// -1 another error (in *err). The memory is freed again.
+static int alloc_fits(size_t size, cudaError_t *err) {
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, size);
+  if (e == cudaSuccess) e = cudaMemset(p, 1, size);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (p != NULL) cudaFree(p);
+  if (e == cudaSuccess) return 1;
+  cudaGetLastError();  // clear it
+  *err = e;
+  return e == cudaErrorMemoryAllocation ? 0 : -1;
+}
+
+// max_alloc prints the largest multiple of STEP up to hi that alloc_fits, by bisection (as
+// workload.py's largest_fit).
+static void max_alloc(unsigned long long hi) {
+  cudaError_t err = cudaSuccess;
+  hi = hi / STEP * STEP;
+  unsigned long long lo = 0;
+  int r = hi > 0 ? alloc_fits((size_t)hi, &err) : 0;
+  if (r == 1) lo = hi;
+  while (r >= 0 && lo < hi && hi - lo > STEP) {
+    unsigned long long mid = (lo + hi) / 2 / STEP * STEP;
+    if (mid <= lo) mid = lo + STEP;
+    r = alloc_fits((size_t)mid, &err);
+    if (r == 1) lo = mid;
+    else if (r == 0) hi = mid;
+  }
+  if (r < 0) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: %s", cudaGetErrorName(err), cudaGetErrorString(err));
+    out_str("max_alloc_error", msg);
+    return;
+  }
+  out_u64("max_alloc_bytes", lo);
+}
+
 // nvml_total prints the card's total as nvidia-smi inside reports it, in MiB.
 static void nvml_total(void) {
   FILE *f = popen("nvidia-smi -i 0 --query-gpu=memory.total --format=csv,noheader,nounits 2>&1", "r");
@@ -105,6 +148,14 @@ int main(int argc, char **argv) {
   out_u64("total_bytes", total_b);
   out_u64("free_bytes", free_b);
   if (strcmp(mode, "context") == 0) {
+    out_str("ready", "1");
+    wait_eof();
+    return 0;
+  }
+  if (strcmp(mode, "maxalloc") == 0) {
+    out_str("holding", "1");
+    wait_line();  // "go": the context was measured
+    max_alloc(total_b);
     out_str("ready", "1");
     wait_eof();
     return 0;

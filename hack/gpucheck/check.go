@@ -84,7 +84,9 @@ func runGPUCheck(ctx context.Context, opts *options, nv nvml.Interface, ver vers
 		logger.Error(err, "Preparing the workload")
 		return 1
 	}
+	r.measureCards()
 	r.measureContext(ctx)
+	r.measureLimits(ctx)
 	r.runPods(ctx)
 	r.checkTopology(ctx, r.smi)
 	r.addMachineNotes(ver)
@@ -115,6 +117,7 @@ func (r *checkRun) measureContext(ctx context.Context) {
 		return
 	}
 	r.res.add(name, want, mib(used), used > 0)
+	r.res.measured("CUDA context per process, without HAMi-core (NVML)", mib(used))
 	// the share-plugin's policing lets each process use this much beyond its container's limit
 	// before it has escaped (--limit-escape-allowance): a context must fit in it
 	r.res.add("CUDA context fits in the default --limit-escape-allowance", "<= "+mib(usage.DefaultContextAllowanceBytes),
@@ -216,22 +219,33 @@ func (r *checkRun) allocate(ctx context.Context) (*fakeNode, []admitted, bool) {
 func (r *checkRun) startContainers(ctx context.Context, adm []admitted, owners *pidOwners) []*process {
 	var procs []*process
 	for _, a := range adm {
-		name := a.Pod.Name + "/" + a.Container
-		spec := &containerSpec{Stage: filepath.Join(r.dir, "c-"+a.Pod.Name), Mounts: containerMounts(a.Response.GetMounts()),
-			Argv: r.wl.command(modeLimits), Env: containerEnv(a.Response.GetEnvs(), splitList(r.opts.passEnv), osLookupEnv)}
-		cmd, err := containerCommand(ctx, spec)
-		var p *process
-		if err == nil {
-			p, err = startProcess(ctx, name, cmd)
-		}
+		p, err := r.startContainer(ctx, a, modeLimits, owners)
 		if err != nil {
-			r.res.add(name+": start as a container", "starts", err.Error(), false)
+			r.res.add(name(a)+": start as a container", "starts", err.Error(), false)
 			continue
 		}
-		owners.add(p.pid(), usage.Owner{PodUID: string(a.Pod.UID), ContainerID: a.ContainerID})
 		procs = append(procs, p)
 	}
 	return procs
+}
+
+// startContainer starts the workload in mode as the admitted container (a mount namespace with
+// Allocate's mounts, exactly its env) and records its owner in owners, when not nil.
+func (r *checkRun) startContainer(ctx context.Context, a admitted, mode string, owners *pidOwners) (*process, error) {
+	spec := &containerSpec{Stage: filepath.Join(r.dir, "c-"+a.Pod.Name), Mounts: containerMounts(a.Response.GetMounts()),
+		Argv: r.wl.command(mode), Env: containerEnv(a.Response.GetEnvs(), splitList(r.opts.passEnv), osLookupEnv)}
+	cmd, err := containerCommand(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess(ctx, name(a), cmd)
+	if err != nil {
+		return nil, err
+	}
+	if owners != nil {
+		owners.add(p.pid(), usage.Owner{PodUID: string(a.Pod.UID), ContainerID: a.ContainerID})
+	}
+	return p, nil
 }
 
 // addMachineNotes adds the GPU, driver, workload and library to the notes.
@@ -251,6 +265,12 @@ func (r *checkRun) render(w io.Writer) int {
 		return 1
 	}
 	_, _ = fmt.Fprintln(w)
+	if len(r.res.measures) > 0 {
+		if err := r.res.writeMeasures(w); err != nil {
+			return 1
+		}
+		_, _ = fmt.Fprintln(w)
+	}
 	for _, n := range r.notes {
 		_, _ = fmt.Fprintln(w, n)
 	}

@@ -74,7 +74,7 @@ func hostState(t *testing.T) map[string]string {
 // mockRun is a checkRun on a mock one-GPU host with a dummy library, in a temporary folder.
 func mockRun(t *testing.T) (*checkRun, *mockhost.Host) {
 	t.Helper()
-	h, err := mockhost.New("dgxa100", mockhost.Options{MemoryBytes: 16 << 30, GPUs: 1})
+	h, err := mockhost.New("dgxa100", mockhost.Options{MemoryBytes: 16 << 30, ReservedBytes: 512 << 20, GPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,13 +173,28 @@ func shellEnv(out string) []string {
 }
 
 // fakeWorkload plays workload.py: it reads its limit from the env, and reports a GPU that
-// holds the container to it, or, when broken, one that lets the past-limit allocation through.
-func fakeWorkload(broken bool) string {
-	past := "oom"
+// holds the container to it, or, when broken, one that lets the past-limit allocation through;
+// with short, a card that gives a whole-card container (over 4 GiB) only half its limit.
+func fakeWorkload(broken, short bool) string {
+	past, whole := "oom", "$((b - 536870912 - 16777216))"
 	if broken {
 		past = "ok"
 	}
+	if short {
+		whole = "$((b / 2))"
+	}
 	return `set -e
+if [ "$1" = maxalloc ]; then
+	lim=${CUDA_DEVICE_MEMORY_LIMIT_0%m}
+	b=$((lim * 1048576))
+	echo "GPUCHECK runtime=fake"; echo "GPUCHECK total_bytes=$b"; echo "GPUCHECK free_bytes=$((b - 536870912))"
+	echo "GPUCHECK holding=1"
+	read -r go
+	max=$((b - 536870912 - 16777216))
+	if [ "$lim" -gt 4096 ]; then max=` + whole + `; fi
+	echo "GPUCHECK max_alloc_bytes=$max"; echo "GPUCHECK ready=1"
+	cat >/dev/null; exit 0
+fi
 if [ "$1" = context ]; then
 	echo "GPUCHECK runtime=fake"; echo "GPUCHECK cuda_runtime=0.0"
 	echo "GPUCHECK total_bytes=17179869184"; echo "GPUCHECK free_bytes=16642998272"; echo "GPUCHECK ready=1"
@@ -205,14 +220,17 @@ cat >/dev/null
 func TestRunPodsWithAFakeWorkload(t *testing.T) {
 	needNamespaces(t)
 	tests := []struct {
-		name       string
-		broken     bool
-		wantFailed []string
+		name          string
+		broken, short bool
+		wantFailed    []string
 	}{
 		{name: "held to their limits"},
 		{name: "a limit not enforced", broken: true, wantFailed: []string{
 			"pod-a/main: allocate 150% of the limit (6144 MiB) while the other container holds its memory",
 			"pod-b/main: allocate 150% of the limit (3072 MiB) while the other container holds its memory",
+		}},
+		{name: "a card that does not give what it advertises", short: true, wantFailed: []string{
+			"largest allocation under a limit of the whole card (15 GiB)",
 		}},
 	}
 	for _, tt := range tests {
@@ -220,12 +238,14 @@ func TestRunPodsWithAFakeWorkload(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			r, h := mockRun(t)
 			script := filepath.Join(r.dir, "workload.sh")
-			if err := os.WriteFile(script, []byte(fakeWorkload(tt.broken)), 0o644); err != nil {
+			if err := os.WriteFile(script, []byte(fakeWorkload(tt.broken, tt.short)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			r.wl = workload{kind: "fake", argv: []string{"/bin/sh", script}}
 			r.onRunning = func(procs []*process) { holdMemory(t, h, procs) }
+			r.measureCards()
 			r.measureContext(ctx)
+			r.measureLimits(ctx)
 			r.runPods(ctx)
 			r.checkTopology(ctx, nil)
 			r.addMachineNotes(versions{Driver: "test", CUDA: "test"})
@@ -244,7 +264,19 @@ func TestRunPodsWithAFakeWorkload(t *testing.T) {
 			if wantCode := map[bool]int{true: 0, false: 1}[len(tt.wantFailed) == 0]; code != wantCode {
 				t.Errorf("exit %d, want %d", code, wantCode)
 			}
-			for _, want := range []string{topoSkipNote, "CUDA context overhead: 300 MiB", "\ngpu-check: "} {
+			for _, want := range []string{topoSkipNote, "CUDA context overhead: 300 MiB", "\ngpu-check: ",
+				"| GPU 0 (Mock NVIDIA A100-SXM4-40GB): total (NVML) | 16384 MiB |",
+				"| GPU 0 (Mock NVIDIA A100-SXM4-40GB): reserved by the driver (NVML) | 512 MiB |",
+				"| GPU 0 (Mock NVIDIA A100-SXM4-40GB): usable (total - reserved) | 15872 MiB = 15 units of 1Gi |",
+				"| largest allocation under a limit of the whole card (15 GiB) |",
+				"| GPU 0 (Mock NVIDIA A100-SXM4-40GB): free at idle (NVML) | 15872 MiB |",
+				"| CUDA context per process, without HAMi-core (NVML) | 300 MiB |",
+				"| CUDA context per process, with HAMi-core (NVML) | 300 MiB |",
+				"| CUDA context as HAMi-core counts it (limit - free inside the container) | 512 MiB |",
+				"| largest allocation under a limit of 1 GiB | 496 MiB |",
+				"| largest allocation under a limit of 4 GiB | 3568 MiB |",
+				"| share-plugin advertises GPU 0's usable memory (total - driver's reserve) | 15 units | 15 units | PASS |",
+			} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("report lacks %q:\n%s", want, out.String())
 				}

@@ -4,10 +4,12 @@
 // starts each container's workload as a container runtime would (a mount namespace with
 // Allocate's mounts, exactly its env) with HAMi-core preloaded, and checks that each is held to
 // its own limit, that NVML inside reports the limit, and that the plugin's usage metrics name
-// the right containers. On several GPUs it also checks the cards' topology as the share-plugin
-// reads it against nvidia-smi topo -m (-topology-only: that alone). It prints a Markdown table
-// and exits 0 only when every check passed, 77 when the machine cannot run it (no GPU, not
-// root). Run it through `make gpu-check` (hack/gpu-check.sh), which builds it and HAMi-core's
+// the right containers. It measures what users budget for (budget.go): each card's total,
+// driver reserve, usable and idle free memory, the CUDA context's cost with and without
+// HAMi-core, and the largest allocation under limits of 1 GiB, 4 GiB and the whole card. On
+// several GPUs it also checks the cards' topology as the share-plugin reads it against
+// nvidia-smi topo -m (-topology-only: that alone). It prints Markdown tables and exits 0 only
+// when every check passed, 77 when the machine cannot run it (no GPU, not root). Run it through `make gpu-check` (hack/gpu-check.sh), which builds it and HAMi-core's
 // libvgpu.so.
 package main
 

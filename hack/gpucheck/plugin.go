@@ -72,7 +72,7 @@ func newFakeNode(ctx context.Context, nv nvml.Interface, asks []podAsk, opts ...
 	objs := []runtime.Object{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: checkNode}}}
 	created := time.Now().Add(-time.Minute)
 	for i, a := range asks {
-		pod, err := makePod(a, &names, names.UnitsOf(card.MemoryBytes), created.Add(time.Duration(i)*time.Second))
+		pod, err := makePod(a, &names, names.UnitsOf(card.MemoryBytes-card.ReservedBytes), created.Add(time.Duration(i)*time.Second))
 		if err != nil {
 			return nil, err
 		}

@@ -27,6 +27,8 @@ const (
 	keyPastError     = "alloc_past_error"
 	keyNVMLTotalMiB  = "nvml_total_mib" // what NVML inside reports as the card's total
 	keyNVMLError     = "nvml_error"
+	keyMaxAlloc      = "max_alloc_bytes" // the largest allocation that succeeded (maxalloc mode)
+	keyMaxAllocError = "max_alloc_error"
 	keyReady         = "ready" // everything measured; waiting for stdin to close
 	keyFatal         = "fatal" // the workload could not go on
 	resultOK         = "ok"
@@ -79,9 +81,36 @@ type check struct {
 	Pass                     bool
 }
 
-// results is the table of a run, in the order the checks ran.
+// measure is one row of the measurements table: a figure users budget for, not a verdict.
+type measure struct {
+	Name, Value string
+}
+
+// results is the table of a run, in the order the checks ran, and the figures it measured.
 type results struct {
-	checks []check
+	checks   []check
+	measures []measure
+}
+
+// measured appends a measurement.
+func (r *results) measured(name, value string) {
+	r.measures = append(r.measures, measure{Name: name, Value: value})
+}
+
+// writeMeasures renders the measurements as a Markdown table; nothing when there are none.
+func (r *results) writeMeasures(w io.Writer) error {
+	if len(r.measures) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("| measurement | value |\n|---|---|\n")
+	for _, m := range r.measures {
+		fmt.Fprintf(&b, "| %s | %s |\n", cell(m.Name), cell(m.Value))
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write measurements: %w", err)
+	}
+	return nil
 }
 
 // add appends a row.

@@ -28,6 +28,8 @@ const (
 const (
 	modeLimits  = "limits"
 	modeContext = "context"
+	// modeMaxAlloc starts CUDA, waits for "go", then finds the largest allocation that succeeds.
+	modeMaxAlloc = "maxalloc"
 )
 
 // errNoWorkload is returned when neither PyTorch nor nvcc is usable: nothing can allocate GPU

@@ -2,6 +2,8 @@
 # share-plugin's mounts, exactly its env). Prints GPUCHECK key=value lines (hack/gpucheck/report.go).
 #   python3 workload.py limits    measure the limit HAMi-core applies (see hack/gpucheck/alloc.cu)
 #   python3 workload.py context   start CUDA only, then wait for stdin to close
+#   python3 workload.py maxalloc  start CUDA, wait for "go", then find the largest allocation that
+#                                 succeeds (bisection in STEP bytes), then wait for stdin to close
 import os
 import subprocess
 import sys
@@ -51,6 +53,59 @@ def try_alloc(torch, key, size):
     return None
 
 
+# STEP is the resolution of the largest allocation (alloc.cu uses the same).
+STEP = 16 << 20
+
+
+def largest_fit(fits, hi, step=STEP):
+    """The largest multiple of step from 0 to hi for which fits(size) is true, by bisection.
+    fits must be monotone (a size fits, so does every smaller one); 0 when none fits."""
+    hi = hi // step * step
+    if hi <= 0:
+        return 0
+    if fits(hi):
+        return hi
+    lo = 0  # nothing is taken to fit
+    while hi - lo > step:
+        mid = (lo + hi) // 2 // step * step
+        if mid <= lo:
+            mid = lo + step
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def alloc_fits(torch, size):
+    """Whether size bytes can be allocated and written on card 0; they are freed again (and
+    PyTorch's cache emptied, so that the next try starts from the same state)."""
+    try:
+        t = torch.empty(size, dtype=torch.uint8, device="cuda:0")
+        t.fill_(1)
+        torch.cuda.synchronize()
+        del t
+        torch.cuda.empty_cache()
+        return True
+    except oom_classes(torch):
+        torch.cuda.empty_cache()
+        return False
+    except RuntimeError as e:
+        if "out of memory" not in str(e).lower():
+            raise
+        torch.cuda.empty_cache()
+        return False
+
+
+def max_alloc(torch, total):
+    """Prints the largest allocation that succeeds, up to the card's size as CUDA reports it
+    (the limit, under HAMi-core)."""
+    try:
+        out("max_alloc_bytes", largest_fit(lambda size: alloc_fits(torch, size), total))
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        out("max_alloc_error", "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+
+
 def nvml_total():
     """The card's total as NVML inside reports it (nvidia-smi, else pynvml), in MiB."""
     try:
@@ -92,6 +147,13 @@ def main():
     out("total_bytes", total)
     out("free_bytes", free)
     if mode == "context":
+        out("ready", 1)
+        sys.stdin.read()
+        return 0
+    if mode == "maxalloc":
+        out("holding", 1)
+        sys.stdin.readline()  # "go": the context was measured
+        max_alloc(torch, total)
         out("ready", 1)
         sys.stdin.read()
         return 0

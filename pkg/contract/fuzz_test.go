@@ -486,6 +486,8 @@ func FuzzDecodeGPUs(f *testing.F) {
 	f.Add(`{}`)
 	f.Add(`[null]`)
 	f.Add(`[{"index":1.5}]`)
+	f.Add(`[{"index":0,"uuid":"GPU-a","units":1},{"index":1,"uuid":"GPU-a","units":1}]`)
+	f.Add(`[{"index":0,"units":14,"memoryBytes":16106127360,"reservedBytes":471859200,"usableBytes":15634268160}]`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		gpus, err := contract.DecodeGPUs(raw)
 		if err != nil {
@@ -497,11 +499,16 @@ func FuzzDecodeGPUs(f *testing.F) {
 		if len(raw) > contract.MaxInventoryBytes || len(gpus) > contract.MaxGPUsPerNode {
 			t.Errorf("DecodeGPUs() accepted %d cards in %d bytes, beyond the bounds", len(gpus), len(raw))
 		}
+		uuids := map[string]bool{}
 		for i, g := range gpus {
 			if g.Index < 0 || g.Units < 0 || g.Units > contract.MaxUnitsPerGPU || (i > 0 && gpus[i-1].Index >= g.Index) ||
 				len(g.UUID) > contract.MaxGPUFieldLength || len(g.Model) > contract.MaxGPUFieldLength {
 				t.Errorf("DecodeGPUs(%q) card %d = %+v: out of bounds, or not in ascending and distinct index order", raw, i, g)
 			}
+			if g.MemoryBytes < 0 || g.ReservedBytes < 0 || g.UsableBytes < 0 || (g.UUID != "" && uuids[g.UUID]) {
+				t.Errorf("DecodeGPUs(%q) card %d = %+v: negative memory, or a UUID named twice", raw, i, g)
+			}
+			uuids[g.UUID] = true
 		}
 		enc, err := contract.EncodeGPUs(gpus)
 		if err != nil {

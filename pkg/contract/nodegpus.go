@@ -18,9 +18,19 @@ type GPU struct {
 	UUID string `json:"uuid"`
 	// Model is the NVML product name.
 	Model string `json:"model"`
-	// Units is the card's memory in units, rounded down.
+	// Units is the card's usable memory (UsableBytes) in units, rounded down.
 	Units int64 `json:"units"`
-	// Healthy is false after a critical XID until NVML reports the card well again.
+	// MemoryBytes is the card's total memory as NVML reports it; absent (0) from plugins older
+	// than the field.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// ReservedBytes is the part of MemoryBytes no container can get: what the driver keeps for
+	// itself (NVML's nvmlDeviceGetMemoryInfo_v2 reserved; 0 where the driver does not say) plus
+	// what the node's operator holds back (share-plugin --reserve-memory). Absent: 0.
+	ReservedBytes int64 `json:"reservedBytes,omitempty"`
+	// UsableBytes is MemoryBytes - ReservedBytes, what Units count; absent from older plugins.
+	UsableBytes int64 `json:"usableBytes,omitempty"`
+	// Healthy is false after a critical XID, until the plugin restarts (NVML reports no
+	// recovery: docs/operations.md#gpu-health).
 	Healthy bool `json:"healthy"`
 	// MemoryLimit says how the node's plugin holds containers on this card to the memory they
 	// asked: MemoryLimitHAMiCore, MemoryLimitNone, MemoryLimitUnavailable (asked for, but the
@@ -58,7 +68,8 @@ func EncodeGPUs(gpus []GPU) (string, error) {
 
 // DecodeGPUs parses and checks the annotation value; the result is sorted by index.
 // The annotation, its cards, their units and strings must stay within MaxInventoryBytes,
-// MaxGPUsPerNode, MaxUnitsPerGPU and MaxGPUFieldLength.
+// MaxGPUsPerNode, MaxUnitsPerGPU and MaxGPUFieldLength. A card is named once: an index or a
+// UUID under two entries is refused (one card counted twice would be offered twice).
 func DecodeGPUs(raw string) ([]GPU, error) {
 	if len(raw) > MaxInventoryBytes {
 		return nil, fmt.Errorf("%w: %d bytes long, at most %d are accepted", ErrInvalidInventory, len(raw), MaxInventoryBytes)
@@ -71,7 +82,11 @@ func DecodeGPUs(raw string) ([]GPU, error) {
 		return nil, fmt.Errorf("%w: %d GPUs, at most %d per node are accepted", ErrInvalidInventory, len(gpus), MaxGPUsPerNode)
 	}
 	seen := map[int]bool{}
+	uuids := make(map[string]int, len(gpus))
 	for _, g := range gpus {
+		if err := checkGPU(g, uuids); err != nil {
+			return nil, err
+		}
 		switch {
 		case g.Index < 0 || g.Units < 0 || seen[g.Index]:
 			return nil, fmt.Errorf("%w: GPU index %d with %d units (negative or repeated)", ErrInvalidInventory, g.Index, g.Units)
@@ -88,4 +103,23 @@ func DecodeGPUs(raw string) ([]GPU, error) {
 	}
 	sort.Slice(gpus, func(i, j int) bool { return gpus[i].Index < gpus[j].Index })
 	return gpus, nil
+}
+
+// checkGPU refuses a card whose memory figures are negative or whose UUID an earlier card of
+// the annotation has (uuids: UUID → index, filled here). Cards without a UUID are not
+// compared.
+func checkGPU(g GPU, uuids map[string]int) error {
+	if g.MemoryBytes < 0 || g.ReservedBytes < 0 || g.UsableBytes < 0 {
+		return fmt.Errorf("%w: GPU %d has negative memory (total %d, reserved %d, usable %d bytes)", ErrInvalidInventory,
+			g.Index, g.MemoryBytes, g.ReservedBytes, g.UsableBytes)
+	}
+	if g.UUID == "" {
+		return nil
+	}
+	if other, dup := uuids[g.UUID]; dup {
+		return fmt.Errorf("%w: GPU %s is listed under indexes %d and %d (one card counted twice)", ErrInvalidInventory,
+			g.UUID, other, g.Index)
+	}
+	uuids[g.UUID] = g.Index
+	return nil
 }

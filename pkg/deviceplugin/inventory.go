@@ -20,11 +20,14 @@ var ErrUnknownDevice = errors.New("unknown device ID")
 // deviceIDSep separates the GPU UUID from the unit number in a fake device ID: "<UUID>::<n>".
 const deviceIDSep = "::"
 
-// gpu is one card with its memory in units and its health.
+// gpu is one card with its usable memory in units and its health.
 type gpu struct {
 	nvml.Device
-	units   int64
-	healthy bool
+	// reserved is what no container can get: the driver's reserve plus the operator's
+	// (WithReserveMemory); usable is the rest, which units count.
+	reserved, usable uint64
+	units            int64
+	healthy          bool
 }
 
 // inventory is the node's GPUs. The card list, their NUMA nodes and links are fixed at start;
@@ -39,8 +42,9 @@ type inventory struct {
 	links [][]contract.Link
 }
 
-// newInventory reads every GPU from NVML and sizes it in units of names.
-func newInventory(nv nvml.Interface, names *contract.Names) (*inventory, error) {
+// newInventory reads every GPU from NVML and sizes it in units of names: what a container can
+// get of it, its total less the driver's reserve and the operator's (reserve bytes per card).
+func newInventory(nv nvml.Interface, names *contract.Names, reserve uint64) (*inventory, error) {
 	n, err := nv.DeviceCount()
 	if err != nil {
 		return nil, fmt.Errorf("count GPUs: %w", err)
@@ -51,11 +55,11 @@ func newInventory(nv nvml.Interface, names *contract.Names) (*inventory, error) 
 		if err != nil {
 			return nil, fmt.Errorf("read GPU %d: %w", i, err)
 		}
-		units := names.UnitsOf(d.MemoryBytes)
-		if err := names.CheckDeviceCount(units); err != nil {
-			return nil, fmt.Errorf("GPU %d (%s): %w", d.Index, d.UUID, err)
+		g, err := sizeGPU(d, names, reserve)
+		if err != nil {
+			return nil, err
 		}
-		inv.gpus = append(inv.gpus, gpu{Device: d, units: units, healthy: true})
+		inv.gpus = append(inv.gpus, g)
 	}
 	sort.Slice(inv.gpus, func(a, b int) bool { return inv.gpus[a].Index < inv.gpus[b].Index })
 	for pos, g := range inv.gpus {
@@ -100,6 +104,17 @@ func (inv *inventory) lookup(index int) (gpu, bool) {
 	return inv.gpus[pos], true
 }
 
+// lookupUUID returns the GPU with a UUID.
+func (inv *inventory) lookupUUID(uuid string) (gpu, bool) {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	pos, ok := inv.byUUID[uuid]
+	if !ok {
+		return gpu{}, false
+	}
+	return inv.gpus[pos], true
+}
+
 // devices lists the fake devices, one per unit, and a channel closed at the next change.
 func (inv *inventory) devices() ([]*pluginapi.Device, <-chan struct{}) {
 	inv.mu.RLock()
@@ -135,15 +150,6 @@ func (inv *inventory) setHealthy(uuid string, healthy bool) bool {
 	return true
 }
 
-// setAllHealthy marks every GPU unhealthy or healthy (an XID that names no GPU).
-func (inv *inventory) setAllHealthy(healthy bool) bool {
-	changed := false
-	for _, uuid := range inv.uuids() {
-		changed = inv.setHealthy(uuid, healthy) || changed
-	}
-	return changed
-}
-
 // uuids lists the GPUs' UUIDs by index.
 func (inv *inventory) uuids() []string {
 	out := make([]string, len(inv.gpus))
@@ -161,7 +167,8 @@ func (inv *inventory) contractGPUs(memoryLimit string) []contract.GPU {
 	out := make([]contract.GPU, 0, len(inv.gpus))
 	for pos, g := range inv.gpus {
 		c := contract.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, Units: g.units, Healthy: g.healthy,
-			MemoryLimit: memoryLimit}
+			MemoryLimit: memoryLimit, MemoryBytes: bytesOf(g.MemoryBytes), ReservedBytes: bytesOf(g.reserved),
+			UsableBytes: bytesOf(g.usable)}
 		if g.NUMANode != nvml.NoNUMANode {
 			c.NUMA = &g.NUMANode
 		}

@@ -35,6 +35,10 @@ type config struct {
 	counterMounter enforce.Mounter
 	// images, when set, checks each container's image before it starts (PreStartContainer).
 	images ImageChecker
+	// reserveMemory is held back of every card on top of the driver's reserve, in bytes.
+	reserveMemory int64
+	// ignoredXIDs are the XIDs that leave a card healthy (the application's faults).
+	ignoredXIDs []uint64
 }
 
 func defaultConfig() config {
@@ -49,7 +53,18 @@ func defaultConfig() config {
 		memoryLimit:  DefaultMemoryLimitConfig(),
 		sysfsRoot:    "/sys",
 		logger:       klog.Background(),
+		ignoredXIDs:  DefaultIgnoredXIDs(),
 	}
+}
+
+// WithReserveMemory holds back bytes of every card's memory, on top of what the driver keeps
+// for itself: a card's units count its total less both. Default 0.
+func WithReserveMemory(bytes int64) Option { return func(c *config) { c.reserveMemory = bytes } }
+
+// WithIgnoredXIDs sets the XIDs that leave a card healthy: faults of the application, not of
+// the card. It replaces the default, DefaultIgnoredXIDs; an empty list ignores none.
+func WithIgnoredXIDs(xids []uint64) Option {
+	return func(c *config) { c.ignoredXIDs = append([]uint64(nil), xids...) }
 }
 
 // withCounterMounter replaces the tmpfs mounts of the counter folders (tests that cannot
@@ -113,6 +128,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: socket name %q", ErrInvalidConfig, c.socketName)
 	case c.resyncPeriod <= 0:
 		return fmt.Errorf("%w: resync period must be positive", ErrInvalidConfig)
+	case c.reserveMemory < 0:
+		return fmt.Errorf("%w: reserved memory %d bytes is negative", ErrInvalidConfig, c.reserveMemory)
 	}
 	return ValidateMemoryLimit(c.memoryLimit)
 }

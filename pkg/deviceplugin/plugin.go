@@ -47,10 +47,11 @@ func New(nv nvml.Interface, client kubernetes.Interface, opts ...Option) (*Plugi
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	inv, err := newInventory(nv, &cfg.names)
+	inv, err := newInventory(nv, &cfg.names, uint64(cfg.reserveMemory)) //nolint:gosec // G115: validate refuses a negative reserve
 	if err != nil {
 		return nil, err
 	}
+	inv.logSizes(cfg.logger, cfg.reserveMemory)
 	inv.readTopology(cfg.logger, nv, cfg.sysfsRoot)
 	if cfg.pods == nil {
 		cfg.pods = NewInformerPodSource(client, cfg.nodeName)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,11 +95,12 @@ func TestRunRegistersServesAndWatchesHealth(t *testing.T) {
 	numa0, numa1 := 0, 1
 	wantGPUs := []contract.GPU{
 		{Index: 0, UUID: uuid(0), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 4, Healthy: true, MemoryLimit: contract.MemoryLimitNone,
-			NUMA: &numa0, Links: "X NV12", TopologyVersion: contract.TopologyVersion},
+			NUMA: &numa0, Links: "X NV12", TopologyVersion: contract.TopologyVersion, MemoryBytes: 4 << 30, UsableBytes: 4 << 30},
 		{Index: 1, UUID: uuid(1), Model: "Mock NVIDIA A100-SXM4-40GB", Units: 8, Healthy: false, MemoryLimit: contract.MemoryLimitNone,
-			NUMA: &numa1, Links: "NV12 X", TopologyVersion: contract.TopologyVersion},
+			NUMA: &numa1, Links: "NV12 X", TopologyVersion: contract.TopologyVersion, MemoryBytes: 8 << 30, UsableBytes: 8 << 30},
 	}
 	waitNode(t, ctx, client, wantGPUs)
+	waitEvent(t, ctx, client, "p", ReasonGPUUnhealthy, "GPU 1 ("+uuid(1)+", Mock NVIDIA A100-SXM4-40GB) on node "+testNode+" had critical XID 79")
 
 	kubelet.srv.Stop() // kubelet restarts: its socket goes away and comes back
 	_ = os.Remove(filepath.Join(dir, "kubelet.sock"))
@@ -198,6 +200,29 @@ func waitNode(t *testing.T, ctx context.Context, client *k8sfake.Clientset, want
 	})
 	if err != nil {
 		t.Fatalf("node never got the inventory %v; last annotation %s: %v", want, last, err)
+	}
+}
+
+// waitEvent waits until pod has an event of reason whose message contains says.
+func waitEvent(t *testing.T, ctx context.Context, client *k8sfake.Clientset, pod, reason, says string) {
+	t.Helper()
+	var last []string
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = nil
+		for _, ev := range evs.Items {
+			last = append(last, ev.Reason+": "+ev.Message)
+			if ev.InvolvedObject.Name == pod && ev.Reason == reason && ev.Type == v1.EventTypeWarning && strings.Contains(ev.Message, says) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s never got a %s event saying %q; events: %q", pod, reason, says, last)
 	}
 }
 

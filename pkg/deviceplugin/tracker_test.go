@@ -49,7 +49,7 @@ func testRules(t *testing.T) (admitRules, int64) {
 		t.Fatal(err)
 	}
 	names := contract.DefaultNames()
-	inv, err := newInventory(nvml.New(host), &names)
+	inv, err := newInventory(nvml.New(host), &names, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,8 @@ func TestGoldenViews(t *testing.T) {
 		{name: "empty-json", objs: []runtime.Object{}, args: []string{"-o", "json"}},
 		{name: "details-wide-topology", objs: st.TopologyCluster(), args: []string{"-d", "-o", "wide"}},
 		{name: "json-topology", objs: st.TopologyCluster(), args: []string{"-o", "json"}},
+		{name: "wide-capacity", objs: st.CapacityCluster(), args: []string{"-o", "wide"}},
+		{name: "json-capacity", objs: st.CapacityCluster(), args: []string{"-o", "json"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

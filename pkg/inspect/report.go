@@ -92,6 +92,12 @@ type GPUReport struct {
 	Allocated int64 `json:"allocated"`
 	// Total is the card's memory in units.
 	Total int64 `json:"total"`
+	// MemoryBytes, ReservedBytes and UsableBytes are the card's total memory, the part no
+	// container can get (the driver's and the operator's reserve) and the rest, which Total
+	// counts, from the device plugin's node annotation; absent when it does not say.
+	MemoryBytes   int64 `json:"memoryBytes,omitempty"`
+	ReservedBytes int64 `json:"reservedBytes,omitempty"`
+	UsableBytes   int64 `json:"usableBytes,omitempty"`
 	// NUMA is the card's NUMA node from the device plugin's node annotation; absent when
 	// unknown.
 	NUMA *int `json:"numa,omitempty"`
@@ -161,8 +167,10 @@ func nodeReport(n *placement.NodeInfo, addr, namespace string, top nodeTopology)
 		Summary: Summary{Allocated: n.UsedUnits(), Total: n.TotalUnits()},
 		GPUs:    make([]GPUReport, 0, len(n.GPUs)), Pods: []PodReport{}}
 	for _, g := range n.GPUs {
+		mem := top.memory[g.Index]
 		nr.GPUs = append(nr.GPUs, GPUReport{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy,
-			Allocated: g.Used, Total: g.Capacity, NUMA: top.numa[g.Index], Links: top.links[g.Index]})
+			Allocated: g.Used, Total: g.Capacity, NUMA: top.numa[g.Index], Links: top.links[g.Index],
+			MemoryBytes: mem.MemoryBytes, ReservedBytes: mem.ReservedBytes, UsableBytes: mem.UsableBytes})
 	}
 	for i := range n.Pods {
 		if namespace == "" || n.Pods[i].Namespace == namespace {

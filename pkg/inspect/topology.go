@@ -19,17 +19,20 @@ type nodeTopology struct {
 	matrix *contract.Topology
 	// pos is each card's position in matrix, by card index.
 	pos map[int]int
+	// memory is each card's memory figures (total, reserved, usable), by card index.
+	memory map[int]contract.GPU
 }
 
 // topologyOf reads the topology of node's inventory annotation.
 func topologyOf(node *v1.Node, names *contract.Names) nodeTopology {
-	t := nodeTopology{numa: map[int]*int{}, links: map[int]string{}, pos: map[int]int{}}
+	t := nodeTopology{numa: map[int]*int{}, links: map[int]string{}, pos: map[int]int{}, memory: map[int]contract.GPU{}}
 	gpus, err := contract.DecodeGPUs(node.Annotations[names.NodeGPUsAnnotation])
 	if err != nil {
 		return t
 	}
 	for i, g := range gpus {
 		t.numa[g.Index], t.links[g.Index], t.pos[g.Index] = g.NUMA, g.Links, i
+		t.memory[g.Index] = contract.GPU{MemoryBytes: g.MemoryBytes, ReservedBytes: g.ReservedBytes, UsableBytes: g.UsableBytes}
 	}
 	if m, err := contract.TopologyOf(gpus); err == nil {
 		t.matrix = m

@@ -246,7 +246,7 @@ func mockCards(t *testing.T, o mockhost.Options) []contract.GPU {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gpus = append(gpus, contract.GPU{Index: d.Index, UUID: d.UUID, Model: d.Model, Units: int64(d.MemoryBytes >> 30), Healthy: true})
+		gpus = append(gpus, contract.GPU{Index: d.Index, UUID: d.UUID, Model: d.Model, Units: int64((d.MemoryBytes - d.ReservedBytes) >> 30), Healthy: true})
 	}
 	return gpus
 }

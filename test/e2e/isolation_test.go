@@ -148,15 +148,16 @@ func TestEnforceIsolationOnRealKubelet(t *testing.T) {
 	}
 }
 
-// buildSharedObject compiles an empty shared library for this machine at path (a stand-in for
-// libvgpu.so: what the test checks is that the containers get it, not what it does).
+// buildSharedObject compiles the stand-in for HAMi-core's libvgpu.so
+// (testdata/hami-core-stand-in.c, which make demo builds too) for this machine at path: what
+// the tests check is that the containers get the library, not what it does.
 func buildSharedObject(t *testing.T, path string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	src := path + ".c"
-	if err := os.WriteFile(src, []byte("int gpushare_e2e_library = 1;\n"), 0o644); err != nil {
+	src, err := filepath.Abs(filepath.Join("testdata", "hami-core-stand-in.c"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", path, src).CombinedOutput(); err != nil {

@@ -57,11 +57,9 @@ func (l *lib) Device(i int) (Device, error) {
 	if out.Model, ret = d.GetName(); ret != gonvml.SUCCESS {
 		err = errors.Join(err, asError("name", ret))
 	}
-	mem, ret := d.GetMemoryInfo()
-	if ret != gonvml.SUCCESS {
+	if out.MemoryBytes, out.ReservedBytes, out.ReservedKnown, ret = l.memoryOf(d); ret != gonvml.SUCCESS {
 		err = errors.Join(err, asError("memory info", ret))
 	}
-	out.MemoryBytes = mem.Total
 	if out.Minor, ret = d.GetMinorNumber(); ret != gonvml.SUCCESS {
 		err = errors.Join(err, asError("minor number", ret))
 	}
@@ -77,6 +75,23 @@ func (l *lib) Device(i int) (Device, error) {
 		return Device{}, fmt.Errorf("device %d: %w", i, err)
 	}
 	return out, nil
+}
+
+// symMemoryInfoV2 is the call that reports what the driver reserves of a card's memory.
+const symMemoryInfoV2 = "nvmlDeviceGetMemoryInfo_v2"
+
+// memoryOf reads a card's total memory and what the driver reserves of it: from
+// nvmlDeviceGetMemoryInfo_v2 where the library has it and the card answers, else the total of
+// nvmlDeviceGetMemoryInfo with known false (go-nvml would call a missing function through a null
+// pointer, so the symbol is looked up first).
+func (l *lib) memoryOf(d gonvml.Device) (total, reserved uint64, known bool, ret gonvml.Return) {
+	if l.hasSymbol(symMemoryInfoV2) {
+		if m, ret := d.GetMemoryInfo_v2(); ret == gonvml.SUCCESS && m.Reserved <= m.Total {
+			return m.Total, m.Reserved, true, gonvml.SUCCESS
+		}
+	}
+	m, ret := d.GetMemoryInfo()
+	return m.Total, 0, false, ret
 }
 
 // WatchXIDs registers every listed GPU that supports it for critical XID events.
@@ -154,7 +169,7 @@ func (l *lib) Usage(i int) (Usage, error) {
 	if err := asError(fmt.Sprintf("device %d memory info", i), ret); err != nil {
 		return Usage{}, err
 	}
-	out := Usage{UsedBytes: mem.Used, Utilization: UnknownUtilization}
+	out := Usage{UsedBytes: mem.Used, FreeBytes: mem.Free, Utilization: UnknownUtilization}
 	switch rates, ret := d.GetUtilizationRates(); ret {
 	case gonvml.SUCCESS:
 		out.Utilization = int(rates.Gpu)

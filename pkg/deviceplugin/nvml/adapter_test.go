@@ -25,8 +25,8 @@ func TestDevice(t *testing.T) {
 			host: "dgxa100",
 			opts: mockhost.Options{GPUs: 2, MemoryBytes: 40 << 30, MemoryByIndex: map[int]uint64{1: 80 << 30}},
 			want: []nvml.Device{
-				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, Minor: 0, NUMANode: 0, BusID: "0000:07:00.0"},
-				{Index: 1, UUID: "GPU-6a5e0001-0000-4000-8000-000000000001", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 80 << 30, Minor: 1, NUMANode: 1, BusID: "0000:0f:00.0"},
+				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30, ReservedKnown: true, Minor: 0, NUMANode: 0, BusID: "0000:07:00.0"},
+				{Index: 1, UUID: "GPU-6a5e0001-0000-4000-8000-000000000001", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 80 << 30, ReservedKnown: true, Minor: 1, NUMANode: 1, BusID: "0000:0f:00.0"},
 			},
 		},
 		{
@@ -34,7 +34,24 @@ func TestDevice(t *testing.T) {
 			host: "dgxh100",
 			opts: mockhost.Options{GPUs: 1},
 			want: []nvml.Device{
-				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 81920 << 20, NUMANode: 0, BusID: "0000:07:00.0"},
+				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "NVIDIA H100 80GB HBM3", MemoryBytes: 81920 << 20, ReservedKnown: true, NUMANode: 0, BusID: "0000:07:00.0"},
+			},
+		},
+		{
+			name: "a T4-like card: the driver's reserve from nvmlDeviceGetMemoryInfo_v2",
+			host: "dgxa100",
+			opts: mockhost.Options{GPUs: 2, MemoryBytes: 15 << 30, ReservedBytes: 450 << 20, ReservedByIndex: map[int]uint64{1: 0}},
+			want: []nvml.Device{
+				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 15 << 30, ReservedBytes: 450 << 20, ReservedKnown: true, Minor: 0, NUMANode: 0, BusID: "0000:07:00.0"},
+				{Index: 1, UUID: "GPU-6a5e0001-0000-4000-8000-000000000001", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 15 << 30, ReservedKnown: true, Minor: 1, NUMANode: 1, BusID: "0000:0f:00.0"},
+			},
+		},
+		{
+			name: "a library without nvmlDeviceGetMemoryInfo_v2: the total, the reserve unknown",
+			host: "dgxa100",
+			opts: mockhost.Options{GPUs: 1, MemoryBytes: 15 << 30, ReservedBytes: 450 << 20, NoMemoryInfoV2: true},
+			want: []nvml.Device{
+				{Index: 0, UUID: "GPU-6a5e0000-0000-4000-8000-000000000000", Model: "Mock NVIDIA A100-SXM4-40GB", MemoryBytes: 15 << 30, Minor: 0, NUMANode: 0, BusID: "0000:07:00.0"},
 			},
 		},
 	}
@@ -112,5 +129,46 @@ func TestWatchXIDs(t *testing.T) {
 	}
 	if diff := cmp.Diff(nvml.Event{UUID: d1.UUID, XID: 79}, got); diff != "" {
 		t.Errorf("event (-want,+got):\n%s", diff)
+	}
+}
+
+// TestDeviceMemoryFallback: a card whose nvmlDeviceGetMemoryInfo_v2 fails is sized from
+// nvmlDeviceGetMemoryInfo's total, its reserve unknown; both failing is an error.
+func TestDeviceMemoryFallback(t *testing.T) {
+	tests := []struct {
+		name    string
+		v2, v1  gonvml.Return
+		want    nvml.Device
+		wantErr bool
+	}{
+		{name: "v2 not supported", v2: gonvml.ERROR_NOT_SUPPORTED, v1: gonvml.SUCCESS, want: nvml.Device{MemoryBytes: 15 << 30}},
+		{name: "v2 version mismatch", v2: gonvml.ERROR_ARGUMENT_VERSION_MISMATCH, v1: gonvml.SUCCESS, want: nvml.Device{MemoryBytes: 15 << 30}},
+		{name: "both fail", v2: gonvml.ERROR_GPU_IS_LOST, v1: gonvml.ERROR_GPU_IS_LOST, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 15 << 30, ReservedBytes: 450 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := h.Devices[0].(*server.Device)
+			dev.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) { return gonvml.Memory_v2{}, tt.v2 }
+			v1 := dev.GetMemoryInfoFunc
+			dev.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+				m, _ := v1()
+				return m, tt.v1
+			}
+			got, err := nvml.New(h).Device(0)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Device(0) = %+v, %v; want error %t", got, err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			mem := nvml.Device{MemoryBytes: got.MemoryBytes, ReservedBytes: got.ReservedBytes, ReservedKnown: got.ReservedKnown}
+			if diff := cmp.Diff(tt.want, mem); diff != "" {
+				t.Errorf("memory (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -32,6 +32,13 @@ type Device struct {
 	Model string
 	// MemoryBytes is the total memory.
 	MemoryBytes uint64
+	// ReservedBytes is the part of MemoryBytes the driver keeps for itself (NVML's
+	// nvmlDeviceGetMemoryInfo_v2 "reserved"): no container can allocate it. 0 when
+	// ReservedKnown is false.
+	ReservedBytes uint64
+	// ReservedKnown is false when the library or the card cannot say what the driver reserves
+	// (an older driver without nvmlDeviceGetMemoryInfo_v2): the whole total then looks usable.
+	ReservedKnown bool
 	// Minor is the /dev/nvidiaN minor number.
 	Minor int
 	// NUMANode is the card's NUMA node as NVML reports it, or NoNUMANode (NVML knows it only
@@ -57,6 +64,8 @@ const UnknownUtilization = -1
 type Usage struct {
 	// UsedBytes is the memory in use on the card, by every process and the driver.
 	UsedBytes uint64
+	// FreeBytes is the memory no one holds (NVML's free): what is left to allocate.
+	FreeBytes uint64
 	// Utilization is the percent of the last sample period in which a kernel ran, or
 	// UnknownUtilization.
 	Utilization int

@@ -19,18 +19,20 @@ func TestUsage(t *testing.T) {
 		procs  []gonvml.ProcessInfo
 		util   uint32
 		tamper func(d *server.Device)
-		want   nvml.Usage
+		// reserved is what the driver keeps of the card's 16 GiB.
+		reserved uint64
+		want     nvml.Usage
 	}{
 		{
 			name:  "idle card",
-			want:  nvml.Usage{Utilization: 0},
+			want:  nvml.Usage{FreeBytes: 16 << 30, Utilization: 0},
 			procs: nil,
 		},
 		{
 			name:  "two processes",
 			util:  73,
 			procs: []gonvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 3 << 30}, {Pid: 200, UsedGpuMemory: 1 << 30}},
-			want: nvml.Usage{UsedBytes: 4 << 30, Utilization: 73, Processes: []nvml.Process{
+			want: nvml.Usage{UsedBytes: 4 << 30, FreeBytes: 12 << 30, Utilization: 73, Processes: []nvml.Process{
 				{PID: 100, UsedBytes: 3 << 30, UsedKnown: true}, {PID: 200, UsedBytes: 1 << 30, UsedKnown: true}}},
 		},
 		{
@@ -49,12 +51,19 @@ func TestUsage(t *testing.T) {
 			tamper: func(d *server.Device) {
 				d.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED }
 			},
-			want: nvml.Usage{UsedBytes: 1 << 20, Utilization: nvml.UnknownUtilization, Processes: []nvml.Process{{PID: 9, UsedBytes: 1 << 20, UsedKnown: true}}},
+			want: nvml.Usage{UsedBytes: 1 << 20, FreeBytes: 16<<30 - 1<<20, Utilization: nvml.UnknownUtilization, Processes: []nvml.Process{{PID: 9, UsedBytes: 1 << 20, UsedKnown: true}}},
+		},
+		{
+			name:     "the driver's reserve is used, not free (nvmlDeviceGetMemoryInfo)",
+			reserved: 450 << 20,
+			procs:    []gonvml.ProcessInfo{{Pid: 5, UsedGpuMemory: 1 << 30}},
+			want: nvml.Usage{UsedBytes: 1<<30 + 450<<20, FreeBytes: 15<<30 - 450<<20, Processes: []nvml.Process{
+				{PID: 5, UsedBytes: 1 << 30, UsedKnown: true}}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 16 << 30})
+			h, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 1, MemoryBytes: 16 << 30, ReservedBytes: tt.reserved})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -87,3 +87,20 @@ func TopologyCluster() []runtime.Object {
 		running(ct.MakePod().Name("single").Node("node-nv").GPUMem(5).Placement(`{"0":{"2":5}}`)),
 	}
 }
+
+// CapacityCluster returns a cluster whose node publishes each card's memory as the share-plugin
+// sizes it:
+//   - node-t4: two Tesla T4s of 15 GiB of which the driver reserves 450 MiB, so 14 units each;
+//     card 1 unhealthy (a critical XID). A pod on each card.
+func CapacityCluster() []runtime.Object {
+	node := withIPs(ct.MakeNode("node-t4").GPUs(14, 14).Model(0, "Tesla T4").Model(1, "Tesla T4").Unhealthy(1).Obj(), "10.0.0.5")
+	// the inventory as a share-plugin that reads the driver's reserve publishes it
+	node.Annotations[contract.DefaultNodeGPUsKey] = `[` +
+		`{"index":0,"uuid":"GPU-node-t4-0","model":"Tesla T4","units":14,"memoryBytes":16106127360,"reservedBytes":471859200,"usableBytes":15634268160,"healthy":true,"memoryLimit":"hami-core"},` +
+		`{"index":1,"uuid":"GPU-node-t4-1","model":"Tesla T4","units":14,"memoryBytes":16106127360,"reservedBytes":471859200,"usableBytes":15634268160,"healthy":false,"memoryLimit":"hami-core"}]`
+	return []runtime.Object{
+		node,
+		running(ct.MakePod().Name("serve-a").Node("node-t4").GPUMem(6).Placement(`{"0":{"0":6}}`)),
+		running(ct.MakePod().Name("serve-b").Node("node-t4").GPUMem(4).Placement(`{"0":{"1":4}}`)),
+	}
+}

@@ -82,3 +82,29 @@ func TestTopologyClusterIsValid(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacityClusterIsValid checks the capacity fixture: its inventory decodes, each card's
+// units are its usable memory in GiB, and card 1 is unhealthy.
+func TestCapacityClusterIsValid(t *testing.T) {
+	names := contract.DefaultNames()
+	for _, o := range CapacityCluster() {
+		node, ok := o.(*v1.Node)
+		if !ok {
+			continue
+		}
+		gpus, err := contract.DecodeGPUs(node.Annotations[names.NodeGPUsAnnotation])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var healthy []bool
+		for _, g := range gpus {
+			healthy = append(healthy, g.Healthy)
+			if g.UsableBytes != g.MemoryBytes-g.ReservedBytes || g.Units != names.UnitsOf(uint64(g.UsableBytes)) { //nolint:gosec // G115: fixture bytes
+				t.Errorf("GPU %d: %+v: usable is not total less reserved, or units not usable in GiB", g.Index, g)
+			}
+		}
+		if diff := cmp.Diff([]bool{true, false}, healthy); diff != "" {
+			t.Errorf("health (-want,+got):\n%s", diff)
+		}
+	}
+}

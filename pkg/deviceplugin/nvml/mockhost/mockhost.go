@@ -54,6 +54,7 @@ type Host struct {
 	mu     sync.Mutex
 	usage  map[int]cardUsage // by NVML index; guarded by mu
 	file   *processesFile    // the followed processes file, nil if none; guarded by mu
+	xids   *xidFile          // the followed XID file, nil if none; guarded by mu
 }
 
 // cardUsage is what SetUsage says one GPU is doing.
@@ -90,6 +91,15 @@ type Options struct {
 	// MemoryBytes overrides every GPU's memory; MemoryByIndex overrides single GPUs.
 	MemoryBytes   uint64
 	MemoryByIndex map[int]uint64
+	// ReservedBytes is what the driver keeps of every GPU's memory, as NVML's
+	// nvmlDeviceGetMemoryInfo_v2 reports it (KAI-Scheduler#2212 measured about 450 MiB on a
+	// T4); ReservedByIndex overrides single GPUs. Default 0, so that a card's units are its
+	// whole memory, as before the driver's share was counted.
+	ReservedBytes   uint64
+	ReservedByIndex map[int]uint64
+	// NoMemoryInfoV2 makes the library lack nvmlDeviceGetMemoryInfo_v2, as older drivers do:
+	// what the driver reserves is then unknown.
+	NoMemoryInfoV2 bool
 	// GPUs keeps only the first GPUs of the host when > 0.
 	GPUs int
 	// Links shapes what NVML reports between the cards (topology.go): LinksNVSwitch (the
@@ -122,8 +132,15 @@ func New(name string, o Options) (*Host, error) {
 		if m, ok := o.MemoryByIndex[i]; ok {
 			mem = m
 		}
-		dev.MemoryInfo = gonvml.Memory{Total: mem, Free: mem, Used: 0}
-		h.wireUsage(dev, i, mem)
+		reserved := o.ReservedBytes
+		if r, ok := o.ReservedByIndex[i]; ok {
+			reserved = r
+		}
+		if reserved > mem {
+			return nil, fmt.Errorf("%w: GPU %d: %d bytes reserved of %d", ErrBadOptions, i, reserved, mem)
+		}
+		dev.MemoryInfo = gonvml.Memory{Total: mem, Free: mem - reserved, Used: reserved}
+		h.wireUsage(dev, i, mem, reserved)
 		numa := i * 2 / len(s.Devices) // two sockets, first half on node 0
 		dev.GetNumaNodeIdFunc = func() (int, gonvml.Return) { return numa, gonvml.SUCCESS }
 		dev.GetSupportedEventTypesFunc = func() (uint64, gonvml.Return) {
@@ -133,19 +150,46 @@ func New(name string, o Options) (*Host, error) {
 		layout.wire(dev, i, len(s.Devices))
 	}
 	s.EventSetCreateFunc = h.newEventSet
+	if o.NoMemoryInfoV2 {
+		s.LookupSymbolFunc = func(symbol string) error {
+			if symbol == symMemoryInfoV2 {
+				return fmt.Errorf("%w: %s", ErrNoSymbol, symbol)
+			}
+			return nil
+		}
+	}
 	return h, nil
 }
 
-// wireUsage makes GPU i (dev, of mem bytes) report what SetUsage or the followed processes file
-// say it is doing.
-func (h *Host) wireUsage(dev *server.Device, i int, mem uint64) {
-	dev.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+// symMemoryInfoV2 is the NVML call Options.NoMemoryInfoV2 takes away.
+const symMemoryInfoV2 = "nvmlDeviceGetMemoryInfo_v2"
+
+// ErrNoSymbol is what the library's LookupSymbol returns for a function it lacks.
+var ErrNoSymbol = errors.New("symbol not found in the mock library")
+
+// ErrBadOptions is returned by New for Options it cannot build a host from.
+var ErrBadOptions = errors.New("bad mock host options")
+
+// wireUsage makes GPU i (dev, of mem bytes of which the driver keeps reserved) report what
+// SetUsage or the followed processes file say it is doing. As on real drivers,
+// nvmlDeviceGetMemoryInfo counts the reserve as used and nvmlDeviceGetMemoryInfo_v2 reports it
+// apart.
+func (h *Host) wireUsage(dev *server.Device, i int, mem, reserved uint64) {
+	used := func() uint64 {
 		u, _ := h.usageOf(i) // the last good processes while the file is bad
-		var used uint64
+		var sum uint64
 		for _, p := range u.procs {
-			used += p.UsedGpuMemory
+			sum += p.UsedGpuMemory
 		}
-		return gonvml.Memory{Total: mem, Free: mem - min(used, mem), Used: used}, gonvml.SUCCESS
+		return sum
+	}
+	dev.GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) {
+		u := used()
+		return gonvml.Memory{Total: mem, Free: mem - reserved - min(u, mem-reserved), Used: reserved + u}, gonvml.SUCCESS
+	}
+	dev.GetMemoryInfo_v2Func = func() (gonvml.Memory_v2, gonvml.Return) {
+		u := used()
+		return gonvml.Memory_v2{Total: mem, Reserved: reserved, Free: mem - reserved - min(u, mem-reserved), Used: u}, gonvml.SUCCESS
 	}
 	dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
 		u, _ := h.usageOf(i)
@@ -165,16 +209,30 @@ func (h *Host) InjectXID(i int, xid uint64) {
 	h.events <- gonvml.EventData{Device: h.Devices[i], EventType: gonvml.EventTypeXidCriticalError, EventData: xid}
 }
 
+// xidPollPeriod is how often a waiting event set reads the followed XID file.
+const xidPollPeriod = 50 * time.Millisecond
+
 func (h *Host) newEventSet() (gonvml.EventSet, gonvml.Return) {
 	set := &mock.EventSet{}
 	set.WaitFunc = func(ms uint32) (gonvml.EventData, gonvml.Return) {
 		timer := time.NewTimer(time.Duration(ms) * time.Millisecond)
 		defer timer.Stop()
-		select {
-		case ev := <-h.events:
-			return ev, gonvml.SUCCESS
-		case <-timer.C:
-			return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
+		var poll <-chan time.Time // nil without an XID file: never fires
+		if h.following() {
+			ticker := time.NewTicker(xidPollPeriod)
+			defer ticker.Stop()
+			poll = ticker.C
+			h.pollXIDs()
+		}
+		for {
+			select {
+			case ev := <-h.events:
+				return ev, gonvml.SUCCESS
+			case <-poll:
+				h.pollXIDs()
+			case <-timer.C:
+				return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
+			}
 		}
 	}
 	set.FreeFunc = func() gonvml.Return { return gonvml.SUCCESS }
