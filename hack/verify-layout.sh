@@ -5,7 +5,9 @@
 #  - pkg/cache is state only and pkg/sim runs offline: neither depends on client-go (the API feed
 #    lives in pkg/cache/feed);
 #  - the extender's wire codec (pkg/scheduler/wire) and placement are fenced both ways: neither
-#    depends on the other (the codec writes gpumem.FitError, which placement.FitError is).
+#    depends on the other (the codec writes gpumem.FitError, which placement.FitError is);
+#  - serving and HA (pkg/scheduler/server) know nothing of the extender: they depend on no
+#    package of this module (pkg/scheduler wraps its verbs with them, never the other way).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -33,4 +35,8 @@ for pair in ./pkg/scheduler/wire:pkg/placement ./pkg/placement:pkg/scheduler/wir
 		fail=1
 	fi
 done
+if bad=$(go list -deps ./pkg/scheduler/server | grep '^github.com/gpushare/gpushare/' | grep -vx 'github.com/gpushare/gpushare/pkg/scheduler/server'); then
+	echo "verify-layout: pkg/scheduler/server depends on $(echo "$bad" | tr '\n' ' ')(serving and HA know nothing of the extender)"
+	fail=1
+fi
 exit $fail

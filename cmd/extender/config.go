@@ -12,6 +12,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // Default listen addresses: HTTPS on every interface, plain HTTP on loopback only.
@@ -43,16 +44,16 @@ type config struct {
 	maxBody    int64
 	names      contract.Names
 	// tls serves HTTPS; plainHTTP serves plain HTTP instead, only when asked for.
-	tls       scheduler.TLSFiles
+	tls       server.TLSFiles
 	plainHTTP bool
 	// leaderElect runs leader election among the replicas (only the leader binds).
 	leaderElect bool
-	election    scheduler.ElectionConfig
+	election    server.ElectionConfig
 	// preemption lets a gpu-mem pod that fits no card evict lower-priority pods from one card;
 	// holdKeyFile holds the key that signs the preemption holds (shared by the replicas).
 	preemption  bool
 	holdKeyFile string
-	// forward has followers forward the verbs to the leader (scheduler.ForwardConfig).
+	// forward has followers forward the verbs to the leader (server.ForwardConfig).
 	forward bool
 	// profilingAddress, if set, serves Go's profiles on that loopback address.
 	profilingAddress string
@@ -69,7 +70,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	election := scheduler.DefaultElectionConfig()
+	election := server.DefaultElectionConfig()
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		election.Namespace = ns
 	}
@@ -171,7 +172,7 @@ func (c *config) validate(policies policies.Registry) error {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
 	}
 	switch {
-	case c.plainHTTP && (c.tls != scheduler.TLSFiles{}):
+	case c.plainHTTP && (c.tls != server.TLSFiles{}):
 		errs = append(errs, fmt.Errorf("--plain-http and the TLS files (--tls-cert-file, --tls-private-key-file, --client-ca-file) exclude each other"))
 	case !c.plainHTTP && (c.tls.CertFile == "" || c.tls.KeyFile == ""):
 		errs = append(errs, fmt.Errorf("--tls-cert-file and --tls-private-key-file are required to serve HTTPS; "+
@@ -190,7 +191,7 @@ func (c *config) validate(policies policies.Registry) error {
 		errs = append(errs, fmt.Errorf("--max-body-bytes must be at least 1024"))
 	}
 	if c.leaderElect {
-		if _, err := scheduler.NewElector(nil, c.election); err != nil {
+		if _, err := server.NewElector(nil, c.election); err != nil {
 			errs = append(errs, fmt.Errorf("--leader-elect: %w", err))
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpushare/gpushare/pkg/placement/policies"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -19,9 +19,9 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{name: "HTTPS with a client CA", change: func(*config) {}},
 		{name: "HTTPS without a client CA", change: func(c *config) { c.tls.ClientCAFile = "" }},
-		{name: "plain HTTP when asked", change: func(c *config) { c.tls, c.plainHTTP = scheduler.TLSFiles{}, true }},
+		{name: "plain HTTP when asked", change: func(c *config) { c.tls, c.plainHTTP = server.TLSFiles{}, true }},
 		{
-			name: "neither TLS files nor --plain-http", change: func(c *config) { c.tls = scheduler.TLSFiles{} },
+			name: "neither TLS files nor --plain-http", change: func(c *config) { c.tls = server.TLSFiles{} },
 			wantErr: []string{"--tls-cert-file and --tls-private-key-file are required", "--plain-http serves plain HTTP", "127.0.0.1:39999"},
 		},
 		{name: "a key without a certificate", change: func(c *config) { c.tls.CertFile = "" }, wantErr: []string{"--tls-cert-file and --tls-private-key-file are required"}},
@@ -54,7 +54,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := defaultConfig()
-			c.tls = scheduler.TLSFiles{CertFile: "tls.crt", KeyFile: "tls.key", ClientCAFile: "ca.crt"}
+			c.tls = server.TLSFiles{CertFile: "tls.crt", KeyFile: "tls.key", ClientCAFile: "ca.crt"}
 			tc.change(&c)
 			err := c.validate(policies.NewRegistry())
 			if len(tc.wantErr) == 0 {

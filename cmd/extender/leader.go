@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // releaseTimeout bounds how long a stopping leader waits to release its Lease.
@@ -18,14 +19,14 @@ const releaseTimeout = 5 * time.Second
 // startElection runs leader election with a client of its own (binds cannot starve its
 // renewals). stop ends it: a leader releases the Lease, so that another replica takes over
 // at once.
-func startElection(ctx context.Context, rc *rest.Config, cfg scheduler.ElectionConfig) (*scheduler.Elector, func(), error) {
+func startElection(ctx context.Context, rc *rest.Config, cfg server.ElectionConfig) (*server.Elector, func(), error) {
 	erc := rest.CopyConfig(rc)
 	erc.QPS, erc.Burst = 5, 10
 	client, err := kubernetes.NewForConfig(erc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("leader election client: %w", err)
 	}
-	elector, err := scheduler.NewElector(client, cfg)
+	elector, err := server.NewElector(client, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -52,7 +53,7 @@ func startElection(ctx context.Context, rc *rest.Config, cfg scheduler.ElectionC
 // --forward-to-leader is off, when it serves plain HTTP (a sidecar of kube-scheduler, reached
 // on loopback) or without --client-ca-file (the replicas could not authenticate each other),
 // or when no address is known; followers then refuse binds and kube-scheduler retries them.
-func forwarding(cfg *config, ecfg *scheduler.ElectionConfig, logger klog.Logger) (*scheduler.ForwardConfig, error) {
+func forwarding(cfg *config, ecfg *server.ElectionConfig, logger klog.Logger) (*server.ForwardConfig, error) {
 	ecfg.Address = ""
 	switch {
 	case !cfg.forward:
@@ -71,12 +72,12 @@ func forwarding(cfg *config, ecfg *scheduler.ElectionConfig, logger klog.Logger)
 	}
 	ecfg.Address = addr
 	logger.Info("Followers forward the verbs to the leader", "advertise", addr)
-	return &scheduler.ForwardConfig{Transport: transport, Self: ecfg.Identity}, nil
+	return &server.ForwardConfig{Transport: transport, Self: ecfg.Identity}, nil
 }
 
 // elect starts the leader election and, unless forwarding is off, sets hcfg to forward a
 // follower's verbs to the leader.
-func elect(ctx context.Context, cfg *config, rc *rest.Config, hcfg *scheduler.HandlerConfig) (*scheduler.Elector, func(), error) {
+func elect(ctx context.Context, cfg *config, rc *rest.Config, hcfg *scheduler.HandlerConfig) (*server.Elector, func(), error) {
 	ecfg := cfg.election
 	forward, err := forwarding(cfg, &ecfg, klog.FromContext(ctx))
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache/feed"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -114,7 +115,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	if cfg.profilingAddress != "" {
 		go serveProfiling(ctx, cfg.profilingAddress)
 	}
-	err = scheduler.Serve(ctx, ln, scheduler.NewHandler(ext, warm.Load, hcfg, logger))
+	err = server.Serve(ctx, ln, scheduler.NewHandler(ext, warm.Load, hcfg, logger))
 	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleOnExit)
 	defer cancel()
 	ext.WaitSettled(settleCtx) // binds of unknown outcome still being settled
@@ -172,7 +173,7 @@ func holdKeyOption(cfg *config, logger klog.Logger) ([]scheduler.Option, error) 
 
 // serveProfiling serves pprof on addr (--profiling-address) until ctx ends.
 func serveProfiling(ctx context.Context, addr string) {
-	if err := scheduler.ServeProfiling(ctx, addr); err != nil {
+	if err := server.ServeProfiling(ctx, addr); err != nil {
 		klog.FromContext(ctx).Error(err, "Profiling server stopped")
 	}
 }

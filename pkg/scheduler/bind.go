@@ -142,11 +142,7 @@ func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodReq
 			e.cache.ForgetPod(pod.UID)
 		}
 	}
-	// Other pods' preemption holds count as used (holds.go).
-	lookup := func(name string) (*placement.NodeInfo, bool) {
-		node, ok := e.cache.Node(name)
-		return e.holds.view(node, pod.UID), ok
-	}
+	lookup := e.nodeView(verbBind, pod.UID).Node
 	node, ok := lookup(nodeName)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)

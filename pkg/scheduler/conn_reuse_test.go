@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpushare/gpushare/internal/testpki"
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // TestKubeSchedulerClientReusesConnections calls prioritize with large answers the way
@@ -87,7 +88,7 @@ func countingTLSServer(t *testing.T, pki *testpki.PKI) (string, *atomic.Int64) {
 	logger, _ := ktesting.NewTestContext(t)
 	nodes, pods := routeFixture()
 	ext, _ := extenderOn(logger, nodes, pods)
-	cfg, err := TLSFiles{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile}.serverConfig(logger, time.Hour)
+	cfg, err := server.TLSFiles{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile}.ServerConfig(logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ type Extender struct {
 	// settleOpts and inflight settle binds whose outcome is unknown (settle.go).
 	settleOpts SettleOptions
 	inflight   inflight
-	// leadership, if set, lets this replica bind only while it leads (election.go).
+	// leadership, if set, lets this replica bind only while it leads (leadership.go, server.Elector).
 	leadership Leadership
 	// nodes, if set, are the API's nodes, for Bind's checks of labels and taints.
 	nodes corelisters.NodeLister
@@ -63,6 +63,19 @@ type Extender struct {
 	// gangs gathers the binds of a gang PodGroup's quorum (gang.go).
 	gangs gangs
 }
+
+// verbID names one of the Extender's verbs; verbTable (handler.go) declares each, in this
+// order.
+type verbID int
+
+// The verbs, in verbTable's order.
+const (
+	verbFilter verbID = iota
+	verbPrioritize
+	verbBind
+	verbPreempt
+	numVerbs
+)
 
 // Option configures an Extender.
 type Option func(*Extender)
@@ -103,6 +116,9 @@ func (e *Extender) Policy() placement.Policy { return e.policy }
 
 // Metrics returns the extender's counters.
 func (e *Extender) Metrics() *Metrics { return e.metrics }
+
+// WithLeadership makes the extender bind only while l says it leads.
+func WithLeadership(l Leadership) Option { return func(e *Extender) { e.leadership = l } }
 
 // Leading reports whether this replica binds: it leads, or runs without leader election.
 func (e *Extender) Leading() bool { return e.leadership == nil || e.leadership.Leading() }

@@ -6,72 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/klog/v2/ktesting"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
-
-// TestElectorFenceLag: a replica that has just acquired the Lease leads only once the fence
-// lag has passed on its own clock since its first Lease write of the term; renewals do not
-// restart the wait. Its fence is the token it wrote ("holder/leaseTransitions") and expires
-// lease duration - safety margin after its last write.
-func TestElectorFenceLag(t *testing.T) {
-	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}
-	e := newEnv(t, "binpack", nodes)
-	clock := newFakeClock()
-	acquired := clock.Now()
-	cfg := shippedElection("a")
-	cfg.FenceLag = 2 * time.Second
-	_, ctx := ktesting.NewTestContext(t)
-	el, err := scheduler.NewElector(e.client, cfg, scheduler.WithElectorClock(clock.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runElector(ctx, t, el)
-	waitFor(t, "the Lease to be taken", func() bool {
-		l, err := e.client.CoordinationV1().Leases(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
-		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "a"
-	})
-	// client-go tells the elector it leads a moment after the Lease write: wait for its view
-	waitFor(t, "the elector to know it leads", func() bool { return el.LagLeft() > 0 })
-	for _, tc := range []struct {
-		name      string
-		step      time.Duration
-		want      bool
-		wantFence scheduler.Fence
-		wantLag   time.Duration // LagLeft
-	}{
-		{name: "just acquired", want: false, wantLag: 2 * time.Second},
-		{name: "inside the lag", step: 1999 * time.Millisecond, want: false, wantLag: time.Millisecond},
-		{name: "lag over", step: time.Millisecond, want: true, wantFence: scheduler.Fence{Token: "a/0", Deadline: acquired.Add(6 * time.Second)}},
-		{name: "fence expired", step: 4 * time.Second, want: false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			clock.Step(tc.step)
-			f, ok := el.Fence()
-			if ok != tc.want || el.Leading() != tc.want {
-				t.Fatalf("Fence() ok = %v, Leading() = %v, want %v", ok, el.Leading(), tc.want)
-			}
-			if got := el.LagLeft(); got != tc.wantLag {
-				t.Errorf("LagLeft() = %v, want %v", got, tc.wantLag)
-			}
-			if diff := cmp.Diff(tc.wantFence, f, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
-				t.Errorf("Fence() (-want,+got):\n%s", diff)
-			}
-		})
-	}
-	if _, err := scheduler.NewElector(e.client, func() scheduler.ElectionConfig { c := cfg; c.FenceLag = cfg.LeaseDuration; return c }()); err == nil {
-		t.Error("NewElector accepted a fence lag of a whole lease duration")
-	}
-}
 
 // stubFencer leads with a fixed fence.
 type stubFencer struct{ fence scheduler.Fence }

@@ -17,6 +17,7 @@ import (
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // fakeClock is the fence's clock in these tests: it moves only when told. client-go's own
@@ -44,14 +45,14 @@ func (c *fakeClock) Step(d time.Duration) {
 // shippedElection is the shipped timings (lease 8 s, margin 2 s) with a retry period of 4 s:
 // after acquiring the Lease, client-go writes it again only 4 s later (real time). The fence
 // lag is 0 (TestElectorFenceLag has its own): the fake clock moves only when told.
-func shippedElection(identity string) scheduler.ElectionConfig {
-	cfg := scheduler.DefaultElectionConfig()
+func shippedElection(identity string) server.ElectionConfig {
+	cfg := server.DefaultElectionConfig()
 	cfg.Identity, cfg.RetryPeriod, cfg.FenceLag = identity, 4*time.Second, 0
 	return cfg
 }
 
 // runElector runs el until the test ends.
-func runElector(ctx context.Context, t *testing.T, el *scheduler.Elector) {
+func runElector(ctx context.Context, t *testing.T, el *server.Elector) {
 	t.Helper()
 	ctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -61,10 +62,10 @@ func runElector(ctx context.Context, t *testing.T, el *scheduler.Elector) {
 
 // leadingElector runs an elector with clock on client's Leases until the test ends and
 // returns it once it leads.
-func leadingElector(t *testing.T, client *fake.Clientset, clock *fakeClock) *scheduler.Elector {
+func leadingElector(t *testing.T, client *fake.Clientset, clock *fakeClock) *server.Elector {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	el, err := scheduler.NewElector(client, shippedElection("a"), scheduler.WithElectorClock(clock.Now))
+	el, err := server.NewElector(client, shippedElection("a"), server.WithElectorClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,8 +58,9 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		return
 	}
 	knownUnfit := false // every node was planned on and the pod fits none
+	view := e.nodeView(verbFilter, args.Pod.UID)
 	if e.filterChooses && !req.Empty() {
-		e.scoreNodes(args.Pod, &req, names, buf)
+		e.scoreNodes(view, args.Pod, &req, names, buf)
 		if best, _, _ := topNode(args.Pod, names, buf.raw, buf.fits); best >= 0 {
 			clear(buf.fits)
 			buf.fits[best] = true
@@ -81,8 +82,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		parallelize(len(names), func(lo, hi int) {
 			var plan placement.Plan
 			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
-			e.cache.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
-				node = e.holds.view(node, args.Pod.UID)
+			view.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
 				if fe := e.check(d, node, &plan, knownUnfit, sums); fe != nil {
 					failures[lo+i] = fe
 				}
@@ -187,10 +187,4 @@ func argNodeNames(args *extenderv1.ExtenderArgs) []string {
 		out[i] = args.Nodes.Items[i].Name
 	}
 	return out
-}
-
-// podResources is the pod's CPU and memory requests as placement weighs them.
-func podResources(pod *v1.Pod) placement.PodResources {
-	cpu, mem := contract.PodCPUMemory(pod)
-	return placement.PodResources{MilliCPU: cpu, Memory: mem}
 }

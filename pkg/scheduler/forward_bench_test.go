@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"k8s.io/klog/v2"
+
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // BenchmarkForwardedFilter is one filter at 1,000 nodes sent over HTTPS straight to the leader
@@ -26,7 +28,7 @@ func BenchmarkForwardedFilter(b *testing.B) {
 
 	follower := newBenchCluster(b, 1000, "binpack")
 	follower.ext.leadership = &stubLeadership{}
-	fcfg := &ForwardConfig{Leader: func() string { return leaderSrv.Listener.Addr().String() }, Transport: leaderSrv.Client().Transport, Self: "follower"}
+	fcfg := &server.ForwardConfig{Leader: func() string { return leaderSrv.Listener.Addr().String() }, Transport: leaderSrv.Client().Transport, Self: "follower"}
 	followerSrv := httptest.NewUnstartedServer(NewHandler(follower.ext, func() bool { return true }, HandlerConfig{MaxBody: 64 << 20, Forward: fcfg}, klog.Background()))
 	followerSrv.EnableHTTP2 = true
 	followerSrv.StartTLS()

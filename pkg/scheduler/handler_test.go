@@ -33,9 +33,13 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 	"github.com/gpushare/gpushare/pkg/scheduler/wire"
 	"github.com/gpushare/gpushare/pkg/version"
 )
+
+// errorBody is the JSON of every error answer.
+type errorBody = server.ErrorBody
 
 // testBodyLimit is the request body limit of the handlers under test: room for a few full
 // Node objects.
@@ -306,13 +310,13 @@ func TestHandlerRoutes(t *testing.T) {
 		{
 			name: "filter before the cache synced is a 503", method: http.MethodPost, path: pre + "/filter", notReady: true,
 			body: filterArgs("n1", "n2"), wantStatus: http.StatusServiceUnavailable, wantType: jsonType,
-			want: errorBody{Error: pre + "/filter: " + ErrNotSynced.Error()},
+			want: errorBody{Error: pre + "/filter: " + server.ErrNotSynced.Error()},
 		},
 		{
 			name: "bind before the cache synced is a 503 and leaves the pod alone", method: http.MethodPost, path: pre + "/bind", notReady: true,
 			body:       mustJSON(t, extenderv1.ExtenderBindingArgs{PodName: "p", PodNamespace: "default", PodUID: "uid-p", Node: "n1"}),
 			wantStatus: http.StatusServiceUnavailable, wantType: jsonType,
-			want:    errorBody{Error: pre + "/bind: " + ErrNotSynced.Error()},
+			want:    errorBody{Error: pre + "/bind: " + server.ErrNotSynced.Error()},
 			wantPod: pod,
 		},
 		{
@@ -844,5 +848,31 @@ func TestPooledAnswersKeepNothingOfEarlierCalls(t *testing.T) {
 				t.Errorf("filter of %q failed %q, not a candidate", names, n)
 			}
 		}
+	}
+}
+
+// TestVerbTable: every verb is declared, with a route under Prefix that reaches its handler
+// (not the router's 404 or 405), a forwarding rule, and holds applied.
+func TestVerbTable(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	nodes, pods := routeFixture()
+	ext, _ := extenderOn(logger, nodes, pods)
+	srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: testBodyLimit}, logger))
+	defer srv.Close()
+	var got []string
+	for id, v := range verbTable() {
+		got = append(got, v.name)
+		t.Run(v.name, func(t *testing.T) {
+			if v.serve == nil || v.forward.Mode == server.AnswerHere || !v.holds {
+				t.Errorf("verb %d %q: serve set %v, forwarding %v, holds %v; want all", id, v.name, v.serve != nil, v.forward.Mode, v.holds)
+			}
+			status, _, body := do(t, srv, http.MethodPost, Prefix+"/"+v.name, `{}`)
+			if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
+				t.Errorf("POST %s = %d %s: no route", Prefix+"/"+v.name, status, body)
+			}
+		})
+	}
+	if diff := cmp.Diff([]string{"filter", "prioritize", "bind", "preempt"}, got); diff != "" {
+		t.Errorf("verbs (-want,+got):\n%s", diff)
 	}
 }

@@ -33,7 +33,7 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	}
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
-	e.scoreNodes(args.Pod, &req, names, buf)
+	e.scoreNodes(e.nodeView(verbPrioritize, args.Pod.UID), args.Pod, &req, names, buf)
 	best, lo, hi := topNode(args.Pod, names, buf.raw, buf.fits)
 	scores := newScaler(lo, hi)
 	for i := range out {
@@ -52,8 +52,6 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 // scaler maps the best score hi to MaxExtenderPriority and the rest of [lo, hi) to
 // 0..MaxExtenderPriority-1.
 type scaler struct{ lo, hi, perUnit float64 }
-
-const scoreEps = 1e-12
 
 func newScaler(lo, hi float64) scaler {
 	s := scaler{lo: lo, hi: hi}

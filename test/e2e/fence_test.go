@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -228,7 +229,7 @@ func (e *env) extenderKubeconfig(host string) string {
 // leaseToken is the fence token of the extender's Lease now.
 func (e *env) leaseToken() string {
 	e.t.Helper()
-	cfg := scheduler.DefaultElectionConfig()
+	cfg := server.DefaultElectionConfig()
 	l, err := e.c.Client.CoordinationV1().Leases(cfg.Namespace).Get(e.ctx, cfg.Name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -241,7 +242,7 @@ func (e *env) leaseToken() string {
 	if l.Spec.LeaseTransitions != nil {
 		transitions = *l.Spec.LeaseTransitions
 	}
-	return scheduler.FenceToken(holder, int(transitions))
+	return server.FenceToken(holder, int(transitions))
 }
 
 // boundUnder counts the bound pods whose Binding carried token.

@@ -181,7 +181,7 @@ func leaderPausedMidBurst(t *testing.T, pause time.Duration) {
 		t.Errorf("resumed replica neither forwarded nor refused a bind after SIGCONT; its log since:\n%s", firstLines(after, "", 40))
 	}
 	// The follower never refused a bind for not leading: it forwarded them to the leader, and
-	// while none could be reached it held them until it led itself (forward.go).
+	// while none could be reached it held them until it led itself (pkg/scheduler/server/forward.go).
 	if newEntry+newFenced != 0 {
 		t.Errorf("the follower refused %d binds as not the leader, want none: %s", newEntry+newFenced, firstLines(string(newAll), "not the leader", 3))
 	}

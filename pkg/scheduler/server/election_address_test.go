@@ -1,4 +1,4 @@
-package scheduler_test
+package server_test
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // TestElectorLeaderAddress: a follower forwards to the address the Lease's holder advertises
@@ -20,7 +20,7 @@ import (
 // itself), nor does a holder without an address.
 func TestElectorLeaderAddress(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	cfg := scheduler.DefaultElectionConfig()
+	cfg := server.DefaultElectionConfig()
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a@10.0.0.1:39999"), LeaseDurationSeconds: ptr.To[int32](8),
@@ -29,7 +29,7 @@ func TestElectorLeaderAddress(t *testing.T) {
 	client := fake.NewClientset(lease)
 	clock := newFakeClock()
 	cfg.Identity, cfg.Address, cfg.RetryPeriod = "b", "10.0.0.2:39999", 100*time.Millisecond
-	b, err := scheduler.NewElector(client, cfg, scheduler.WithElectorClock(clock.Now))
+	b, err := server.NewElector(client, cfg, server.WithElectorClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestElectorAdvertisesAddress(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	cfg := shippedElection("a")
 	cfg.Address = "10.0.0.1:39999"
-	el, err := scheduler.NewElector(client, cfg)
+	el, err := server.NewElector(client, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestElectorAdvertisesAddress(t *testing.T) {
 		t.Errorf("a leader's LeaderAddress() = %q, want none (it binds itself)", got)
 	}
 	cfg.Address = "x@y:1"
-	if _, err := scheduler.NewElector(client, cfg); err == nil {
+	if _, err := server.NewElector(client, cfg); err == nil {
 		t.Error("NewElector accepted an address with an @")
 	}
 }

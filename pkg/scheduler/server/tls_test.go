@@ -1,4 +1,4 @@
-package scheduler
+package server
 
 import (
 	"crypto/tls"
@@ -8,22 +8,24 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/julienschmidt/httprouter"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpushare/gpushare/internal/testpki"
 )
 
-// tlsServer serves the extender's routes over HTTPS with files; it returns the base URL.
-func tlsServer(t *testing.T, files TLSFiles, requireCert bool) string {
+// tlsServer serves, over HTTPS with files, /guarded behind RequireClientCert and /open without;
+// it returns the base URL and the count of refused requests. It looks at the files on every
+// handshake.
+func tlsServer(t *testing.T, files TLSFiles) (string, *atomic.Int32) {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	nodes, pods := routeFixture()
-	ext, _ := extenderOn(logger, nodes, pods)
-	cfg, err := files.serverConfig(logger, 0) // look at the files on every handshake
+	cfg, err := files.serverConfig(logger, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,21 +33,25 @@ func tlsServer(t *testing.T, files TLSFiles, requireCert bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{
-		Handler:           NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: testBodyLimit, RequireClientCert: requireCert}, logger),
-		ReadHeaderTimeout: 5 * time.Second,
+	ok := func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+		WriteJSON(w, http.StatusOK, "served")
 	}
+	r := httprouter.New()
+	refused := &atomic.Int32{}
+	r.GET("/guarded", RequireClientCert(ok, func() { refused.Add(1) }))
+	r.GET("/open", ok)
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(tls.NewListener(ln, cfg)) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return "https://" + ln.Addr().String()
+	return "https://" + ln.Addr().String(), refused
 }
 
 // call does one request with client TLS configuration cfg and returns the status, or the
 // transport error's text.
-func call(t *testing.T, cfg *tls.Config, method, url, body string) (int, string) {
+func call(t *testing.T, cfg *tls.Config, method, url string) (int, string) {
 	t.Helper()
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +64,16 @@ func call(t *testing.T, cfg *tls.Config, method, url, body string) (int, string)
 	return resp.StatusCode, string(b)
 }
 
-func TestTLSClientCertificates(t *testing.T) {
+// TestRequireClientCert: a guarded route refuses (401, counted) a client without a
+// certificate and serves one whose certificate TLS verified; the server refuses the handshake
+// of a certificate another CA signed; an open route serves anyone.
+func TestRequireClientCert(t *testing.T) {
 	dir := t.TempDir()
 	pki, err := testpki.New(dir, "", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := testpki.New(dir, "other-", "127.0.0.1") // a CA the extender does not trust
+	other, err := testpki.New(dir, "other-", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,41 +89,31 @@ func TestTLSClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Trusts our server and presents a certificate of another CA, even though the server's
-	// certificate request names only the CA it trusts (a Go client would otherwise send none).
 	strangerCert.RootCAs = withCert.RootCAs
 	stranger := strangerCert.Certificates[0]
 	strangerCert.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &stranger, nil }
-
-	base := tlsServer(t, TLSFiles{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile}, true)
-	bind := `{"podName":"p","podNamespace":"default","podUID":"uid-p","node":"no-such-node"}`
-	tests := []struct {
-		name         string
-		client       *tls.Config
-		method, path string
-		body         string
-		wantStatus   int    // 0: the TLS handshake fails
-		wantBody     string // substring of the answer or of the error
+	base, refused := tlsServer(t, TLSFiles{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile})
+	for _, tc := range []struct {
+		name        string
+		client      *tls.Config
+		path        string
+		wantStatus  int    // 0: the TLS handshake fails
+		wantBody    string // substring of the answer or of the error
+		wantRefused int32
 	}{
-		{"bind without a client certificate", withoutCert, http.MethodPost, Prefix + "/bind", bind, http.StatusUnauthorized, "client certificate signed by the extender's --client-ca-file is required"},
-		{"filter without a client certificate", withoutCert, http.MethodPost, Prefix + "/filter", `{}`, http.StatusUnauthorized, "client certificate"},
-		{"prioritize without a client certificate", withoutCert, http.MethodPost, Prefix + "/prioritize", `{}`, http.StatusUnauthorized, "client certificate"},
-		{"preempt without a client certificate", withoutCert, http.MethodPost, Prefix + "/preempt", `{}`, http.StatusUnauthorized, "client certificate"},
-		{"inspect without a client certificate", withoutCert, http.MethodGet, Prefix + "/inspect", "", http.StatusUnauthorized, "client certificate"},
-		{"inspect of a node without a client certificate", withoutCert, http.MethodGet, Prefix + "/inspect/n1", "", http.StatusUnauthorized, "client certificate"},
-		{"audit without a client certificate", withoutCert, http.MethodGet, Prefix + "/debug/audit", "", http.StatusUnauthorized, "client certificate"},
-		{"readiness probe without a client certificate", withoutCert, http.MethodGet, "/readyz", "", http.StatusOK, "ready"},
-		{"liveness probe without a client certificate", withoutCert, http.MethodGet, "/healthz", "", http.StatusOK, "ok"},
-		{"leader check without a client certificate", withoutCert, http.MethodGet, "/readyz/leader", "", http.StatusOK, "ready"},
-		{"certificate of another CA", strangerCert, http.MethodGet, Prefix + "/inspect", "", 0, "certificate"},
-		{"inspect with the client certificate", withCert, http.MethodGet, Prefix + "/inspect", "", http.StatusOK, `"name":"n1"`},
-		{"bind with the client certificate reaches bind", withCert, http.MethodPost, Prefix + "/bind", bind, http.StatusOK, "no-such-node"},
-	}
-	for _, tc := range tests {
+		{name: "guarded without a certificate", client: withoutCert, path: "/guarded", wantStatus: http.StatusUnauthorized, wantBody: ErrNoClientCert.Error(), wantRefused: 1},
+		{name: "open without a certificate", client: withoutCert, path: "/open", wantStatus: http.StatusOK, wantBody: "served"},
+		{name: "guarded with the certificate", client: withCert, path: "/guarded", wantStatus: http.StatusOK, wantBody: "served"},
+		{name: "certificate of another CA", client: strangerCert, path: "/open", wantBody: "certificate"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body := call(t, tc.client, tc.method, base+tc.path, tc.body)
+			before := refused.Load()
+			status, body := call(t, tc.client, http.MethodGet, base+tc.path)
 			if status != tc.wantStatus || !strings.Contains(body, tc.wantBody) {
-				t.Errorf("%s %s = %d %q, want %d and %q", tc.method, tc.path, status, body, tc.wantStatus, tc.wantBody)
+				t.Errorf("GET %s = %d %q, want %d and %q", tc.path, status, body, tc.wantStatus, tc.wantBody)
+			}
+			if got := refused.Load() - before; got != tc.wantRefused {
+				t.Errorf("refused counted %d times, want %d", got, tc.wantRefused)
 			}
 		})
 	}
@@ -147,7 +146,7 @@ func TestTLSReloadsRotatedFiles(t *testing.T) {
 		}
 	}
 	install(first)
-	base := tlsServer(t, files, true)
+	base, _ := tlsServer(t, files)
 	clientOf := func(p *testpki.PKI) *tls.Config {
 		c, err := p.ClientTLS(true)
 		if err != nil {
@@ -156,8 +155,8 @@ func TestTLSReloadsRotatedFiles(t *testing.T) {
 		return c
 	}
 	statuses := func() []int {
-		a, _ := call(t, clientOf(first), http.MethodGet, base+Prefix+"/inspect", "")
-		b, _ := call(t, clientOf(second), http.MethodGet, base+Prefix+"/inspect", "")
+		a, _ := call(t, clientOf(first), http.MethodGet, base+"/guarded")
+		b, _ := call(t, clientOf(second), http.MethodGet, base+"/guarded")
 		return []int{a, b}
 	}
 	if diff := cmp.Diff([]int{http.StatusOK, 0}, statuses()); diff != "" {

@@ -1,4 +1,4 @@
-package scheduler_test
+package server_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // TestServeShutsDownGracefully: cancelling the context stops accepting connections, lets the
@@ -29,7 +29,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		_, _ = io.WriteString(w, "done")
 	})
 	served := make(chan error, 1)
-	go func() { served <- scheduler.Serve(ctx, ln, h) }()
+	go func() { served <- server.Serve(ctx, ln, h) }()
 	answer := make(chan string, 1)
 	go func() {
 		resp, err := http.Get("http://" + ln.Addr().String() + "/")

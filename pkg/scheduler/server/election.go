@@ -1,4 +1,4 @@
-package scheduler
+package server
 
 import (
 	"context"
@@ -16,9 +16,6 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// ErrNotLeader: this extender replica does not bind; another one leads.
-var ErrNotLeader = errors.New("this extender replica is not the leader")
-
 // Leadership says whether this extender replica is the one that binds. Any number of replicas
 // may answer filter and prioritize from their caches; only the leader binds, so only one of
 // them ever charges cards.
@@ -30,9 +27,6 @@ type Leadership interface {
 	// Leader is the identity of the replica that leads, as last seen ("" if unknown).
 	Leader() string
 }
-
-// WithLeadership makes the extender bind only while l says it leads.
-func WithLeadership(l Leadership) Option { return func(e *Extender) { e.leadership = l } }
 
 // ElectionConfig is where the replicas elect their leader and how fast a dead leader is
 // replaced: a follower takes over at most LeaseDuration plus RetryPeriod after the leader's
@@ -149,15 +143,6 @@ type Fence struct {
 	// Lease write's start plus LeaseDuration - SafetyMargin. It carries the monotonic clock.
 	Deadline time.Time
 }
-
-// Fencer is a Leadership that also tells the fence of the term it leads in. The extender
-// puts the token on every Binding and pod patch, and sends them with the deadline.
-type Fencer interface {
-	// Fence returns the current term's fence; false when this replica does not lead now.
-	Fence() (Fence, bool)
-}
-
-var _ Fencer = (*Elector)(nil)
 
 // Fence returns the fence of the term this replica leads in, false when it does not lead
 // now (see Leading).

@@ -1,4 +1,4 @@
-package scheduler
+package server
 
 import (
 	"bytes"
@@ -12,9 +12,8 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
-	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-
-	"github.com/gpushare/gpushare/pkg/scheduler/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 )
 
 // A follower forwards the verbs it is sent to the leader, so that which replica a front picks
@@ -86,97 +85,172 @@ const DefaultBindWait = 20 * time.Second
 // forwardRetry is how often a waiting bind looks for a leader again.
 const forwardRetry = 100 * time.Millisecond
 
-// forwardedVerb forwards handle's requests to the leader while this replica follows.
-func (h *Handler) forwardedVerb(verb string, handle httprouter.Handle) httprouter.Handle {
-	f := h.cfg.Forward
-	if f == nil || f.Leader == nil || f.Transport == nil || h.ext.leadership == nil {
-		return handle
-	}
-	ok := h.ext.metrics.forwards.WithLabelValues(verb, forwardOK)
-	failed := h.ext.metrics.forwards.WithLabelValues(verb, forwardFailed)
-	local := h.ext.metrics.forwards.WithLabelValues(verb, forwardLocal)
-	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-		if h.ext.Leading() || r.Header.Get(ForwardedByHeader) != "" {
-			handle(w, r, ps)
-			return
-		}
-		body, err := readBody(w, r, h.cfg.MaxBody, nil)
-		if err != nil {
-			h.bodyError(w, r, err)
-			return
-		}
-		ctx := r.Context()
-		var until time.Time
-		if verb == "bind" {
-			until = time.Now().Add(h.forwardBindWait())
-		}
-		for !h.ext.Leading() {
-			if addr := f.Leader(); addr != "" {
-				if connShed(ctx, time.Now(), h.forwardShedAfter()) {
-					w.Header().Set("Connection", "close")
-				}
-				err := h.forward(ctx, w, r, addr, body, verb != "bind")
-				if err == nil {
-					ok.Inc()
-					return
-				}
-				w.Header().Del("Connection")
-				failed.Inc()
-				h.logger.V(2).Info("Forwarding to the leader failed", "verb", verb, "leader", addr, "err", err)
-			}
-			if verb != "bind" || ctx.Err() != nil || !time.Now().Before(until) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(forwardRetry):
-			}
-		}
-		if ctx.Err() != nil { // the caller gave up (kube-scheduler's httpTimeout): nobody reads an answer
-			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: no leader reached before the call ended: %w", r.URL.Path, context.Cause(ctx)))
-			return
-		}
-		local.Inc()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
-		handle(w, r, ps)
-	}
+// ForwardMode says whether a follower forwards a verb to the leader, and how.
+type ForwardMode int
+
+const (
+	// AnswerHere: the verb is never forwarded; every replica answers it itself.
+	AnswerHere ForwardMode = iota
+	// LeaderFirst: the leader is tried once, for at most ForwardConfig.Timeout, and when it
+	// cannot answer the call is answered from this replica's own cache (filter, prioritize,
+	// preempt: the leader's bind checks the card again).
+	LeaderFirst
+	// LeaderOnly: only the leader may answer the verb (bind). The call waits up to
+	// ForwardConfig.BindWait for a leader to forward to, or for this replica to lead, before it
+	// is answered here; a forwarded call is given up on when the leader changes, not after
+	// ForwardConfig.Timeout.
+	LeaderOnly
+)
+
+// Forwarding is how a follower forwards one verb to the leader. The zero value never
+// forwards.
+type Forwarding struct {
+	// Mode says whether and how the verb is forwarded.
+	Mode ForwardMode
+	// Refused, if set, says why a leader's 200 answer refuses the call because that replica no
+	// longer leads (nil when it does not): the follower then looks for the new leader.
+	Refused func(answer []byte) error
 }
 
-func (h *Handler) forwardBindWait() time.Duration {
-	if d := h.cfg.Forward.BindWait; d > 0 {
+// Outcomes of a forwarded verb (NewForwarder's outcomes counter).
+const (
+	// ForwardOK: the leader answered.
+	ForwardOK = "forwarded"
+	// ForwardFailed: one forwarding attempt failed (a bind tries again).
+	ForwardFailed = "failed"
+	// ForwardLocal: no leader could be reached and this replica answered.
+	ForwardLocal = "answered_locally"
+)
+
+// Forwarder forwards a follower's verbs to the leader (Verb). Safe for concurrent use.
+type Forwarder struct {
+	cfg ForwardConfig
+	// leading reports whether this replica leads: it then answers every call itself.
+	leading func() bool
+	maxBody int64
+	// outcomes counts the calls by verb and outcome (ForwardOK, ForwardFailed, ForwardLocal).
+	outcomes *prometheus.CounterVec
+	logger   klog.Logger
+}
+
+// NewForwarder forwards, while leading says this replica does not lead, the calls of the verbs
+// it wraps to the leader cfg names, reading bodies of up to maxBody bytes, and counts each call
+// in outcomes by verb and outcome. It returns nil, which forwards nothing, when cfg names no
+// leader or no transport.
+func NewForwarder(cfg ForwardConfig, leading func() bool, maxBody int64, outcomes *prometheus.CounterVec, logger klog.Logger) *Forwarder {
+	if cfg.Leader == nil || cfg.Transport == nil || leading == nil {
+		return nil
+	}
+	return &Forwarder{cfg: cfg, leading: leading, maxBody: maxBody, outcomes: outcomes, logger: logger}
+}
+
+// Verb forwards handle's requests, of verb, to the leader as how says while this replica
+// follows; a nil Forwarder forwards nothing.
+func (f *Forwarder) Verb(verb string, how Forwarding, handle httprouter.Handle) httprouter.Handle {
+	if f == nil || how.Mode == AnswerHere {
+		return handle
+	}
+	c := forwardedVerb{Forwarder: f, verb: verb, how: how, handle: handle,
+		ok:     f.outcomes.WithLabelValues(verb, ForwardOK),
+		failed: f.outcomes.WithLabelValues(verb, ForwardFailed),
+		local:  f.outcomes.WithLabelValues(verb, ForwardLocal)}
+	return c.serve
+}
+
+// forwardedVerb is one verb as a follower serves it.
+type forwardedVerb struct {
+	*Forwarder
+	verb              string
+	how               Forwarding
+	handle            httprouter.Handle
+	ok, failed, local prometheus.Counter
+}
+
+// serve forwards the call to the leader, or answers it here when this replica leads, when it
+// was forwarded to this one, or when no leader answers in time.
+func (c forwardedVerb) serve(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+	if c.leading() || r.Header.Get(ForwardedByHeader) != "" {
+		c.handle(w, r, ps)
+		return
+	}
+	body, err := ReadBody(w, r, c.maxBody, nil)
+	if err != nil {
+		BodyError(w, r, err)
+		return
+	}
+	if c.toLeader(w, r, body) {
+		return
+	}
+	if ctx := r.Context(); ctx.Err() != nil { // the caller gave up (kube-scheduler's httpTimeout): nobody reads an answer
+		WriteError(w, http.StatusServiceUnavailable, fmt.Errorf("%s: no leader reached before the call ended: %w", r.URL.Path, context.Cause(ctx)))
+		return
+	}
+	c.local.Inc()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	c.handle(w, r, ps)
+}
+
+// toLeader forwards the call, with body, to the leader until one answers or how gives up, and
+// reports whether the leader's answer was written.
+func (c forwardedVerb) toLeader(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	ctx := r.Context()
+	var until time.Time
+	if c.how.Mode == LeaderOnly {
+		until = time.Now().Add(c.bindWait())
+	}
+	for !c.leading() {
+		if addr := c.cfg.Leader(); addr != "" {
+			if connShed(ctx, time.Now(), c.shedAfter()) {
+				w.Header().Set("Connection", "close")
+			}
+			err := c.forward(ctx, w, r, addr, body, c.how)
+			if err == nil {
+				c.ok.Inc()
+				return true
+			}
+			w.Header().Del("Connection")
+			c.failed.Inc()
+			c.logger.V(2).Info("Forwarding to the leader failed", "verb", c.verb, "leader", addr, "err", err)
+		}
+		if c.how.Mode != LeaderOnly || ctx.Err() != nil || !time.Now().Before(until) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(forwardRetry):
+		}
+	}
+	return false
+}
+
+func (f *Forwarder) bindWait() time.Duration {
+	if d := f.cfg.BindWait; d > 0 {
 		return d
 	}
 	return DefaultBindWait
 }
 
-func (h *Handler) forwardShedAfter() time.Duration {
-	if d := h.cfg.Forward.ShedAfter; d > 0 {
+func (f *Forwarder) shedAfter() time.Duration {
+	if d := f.cfg.ShedAfter; d > 0 {
 		return d
 	}
 	return DefaultShedAfter
 }
-
-// Outcomes of gpushare_forwarded_requests_total.
-const (
-	forwardOK     = "forwarded"
-	forwardFailed = "failed"
-	forwardLocal  = "answered_locally"
-)
 
 // errLeaderChanged ends a forwarded call whose leader is no longer the one it was sent to.
 var errLeaderChanged = errors.New("the leader changed while the call was forwarded")
 
 // forward sends the request, with body, to the leader at addr and copies its answer to w. It
 // returns an error, having written nothing, when the call failed, when the leader answered
-// 5xx (it is not ready, or busy), or when the leader changed while waiting; bounded calls
-// also give up after ForwardConfig.Timeout.
-func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, addr string, body []byte, bounded bool) error {
-	f := h.cfg.Forward
+// 5xx (it is not ready, or busy), when how says its answer refuses the call, or when the
+// leader changed while a call that waits for a leader waited; other calls give up after
+// ForwardConfig.Timeout.
+func (f *Forwarder) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, addr string, body []byte, how Forwarding) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if bounded {
-		timeout := f.Timeout
+	if how.Mode != LeaderOnly {
+		timeout := f.cfg.Timeout
 		if timeout <= 0 {
 			timeout = DefaultForwardTimeout
 		}
@@ -184,7 +258,7 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		ctx, stop = context.WithTimeout(ctx, timeout)
 		defer stop()
 	} else {
-		go h.watchLeader(ctx, cancel, addr)
+		go f.watchLeader(ctx, cancel, addr)
 	}
 	// addr is the Lease holder's advertised address: only the extender's service account
 	// writes that Lease (config/admission/extender-leases.yaml), and the peer must present a
@@ -194,8 +268,8 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return fmt.Errorf("forward to %s: %w", addr, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(ForwardedByHeader, f.Self)
-	resp, err := f.Transport.RoundTrip(req)
+	req.Header.Set(ForwardedByHeader, f.cfg.Self)
+	resp, err := f.cfg.Transport.RoundTrip(req)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
@@ -211,9 +285,12 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return fmt.Errorf("forward to %s: an answer over %d bytes", addr, maxForwardAnswer)
 	case resp.StatusCode >= http.StatusInternalServerError:
 		return fmt.Errorf("forward to %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(answer)))
-	case resp.StatusCode == http.StatusOK && notLeaderAnswer(answer):
-		// The replica lost the Lease between our look and its fence: find the new leader.
-		return fmt.Errorf("forward to %s: %w", addr, ErrNotLeader)
+	}
+	if how.Refused != nil && resp.StatusCode == http.StatusOK {
+		if err := how.Refused(answer); err != nil {
+			// The replica lost the Lease between our look and its fence: find the new leader.
+			return fmt.Errorf("forward to %s: %w", addr, err)
+		}
 	}
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 	w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
@@ -226,7 +303,7 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, r *http.Re
 // longer the leader: one that stops renewing (paused, cut off) is given up on at once and the
 // bind goes to its successor. A bounded call gives up after ForwardConfig.Timeout instead,
 // before the Lease could show a stale leader (RenewDeadline), without a watcher per call.
-func (h *Handler) watchLeader(ctx context.Context, cancel context.CancelCauseFunc, addr string) {
+func (f *Forwarder) watchLeader(ctx context.Context, cancel context.CancelCauseFunc, addr string) {
 	t := time.NewTicker(forwardRetry)
 	defer t.Stop()
 	for {
@@ -234,7 +311,7 @@ func (h *Handler) watchLeader(ctx context.Context, cancel context.CancelCauseFun
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if h.cfg.Forward.Leader() != addr {
+			if f.cfg.Leader() != addr {
 				cancel(errLeaderChanged)
 				return
 			}
@@ -242,15 +319,6 @@ func (h *Handler) watchLeader(ctx context.Context, cancel context.CancelCauseFun
 	}
 }
 
-// maxForwardAnswer bounds a leader's answer: a filter answer for MaxNodeNames nodes, each
-// with a reason, is a few MiB.
+// maxForwardAnswer bounds a leader's answer: a filter answer for the most candidate nodes the
+// extender accepts (25,000), each with a reason, is a few MiB.
 const maxForwardAnswer = 64 << 20
-
-// notLeaderAnswer reports whether a bind answer is a refusal for not leading.
-func notLeaderAnswer(answer []byte) bool {
-	if !bytes.Contains(answer, []byte(ErrNotLeader.Error())) {
-		return false
-	}
-	var res extenderv1.ExtenderBindingResult
-	return wire.Decode(answer, &res) == nil && strings.Contains(res.Error, ErrNotLeader.Error())
-}

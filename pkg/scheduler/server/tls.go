@@ -1,4 +1,4 @@
-package scheduler
+package server
 
 import (
 	"crypto/tls"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/julienschmidt/httprouter"
 	"k8s.io/klog/v2"
 )
 
@@ -22,6 +23,22 @@ type TLSFiles struct {
 	// extender's verbs, /inspect and /debug then refuse a request without such a certificate
 	// (RequireClientCert). Probes (/healthz, /readyz, /readyz/leader, /version) and /metrics stay open.
 	ClientCAFile string
+}
+
+// ErrNoClientCert answers a guarded route called without a verified client certificate.
+var ErrNoClientCert = errors.New("a client certificate signed by the extender's --client-ca-file is required")
+
+// RequireClientCert refuses a request with 401, and calls refused, unless TLS verified the
+// client's certificate (against TLSFiles.ClientCAFile).
+func RequireClientCert(handle httprouter.Handle, refused func()) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			refused()
+			WriteError(w, http.StatusUnauthorized, fmt.Errorf("%s: %w", r.URL.Path, ErrNoClientCert))
+			return
+		}
+		handle(w, r, ps)
+	}
 }
 
 // reloadCheckPeriod is how often, at most, a handshake looks whether the files changed.

@@ -18,6 +18,8 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
+
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // stubLeadership leads while leading is set.
@@ -49,10 +51,10 @@ func (r *replica) forwardTo(addr string) { r.leader.Store(&addr) }
 
 // forwardPair starts a leader and a follower over the route fixture. The follower's cache
 // lacks node n1 (its informer is behind): whatever it answers about n1 comes from the leader.
-func forwardPair(t *testing.T, fcfg ForwardConfig) (leader, follower *replica) {
+func forwardPair(t *testing.T, fcfg server.ForwardConfig) (leader, follower *replica) {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	start := func(nodes []*v1.Node, pods []*v1.Pod, leading bool, fcfg *ForwardConfig) *replica {
+	start := func(nodes []*v1.Node, pods []*v1.Pod, leading bool, fcfg *server.ForwardConfig) *replica {
 		r := &replica{lead: &stubLeadership{}}
 		r.lead.leading.Store(leading)
 		r.forwardTo("")
@@ -66,7 +68,7 @@ func forwardPair(t *testing.T, fcfg ForwardConfig) (leader, follower *replica) {
 			hcfg.Forward = &cfg
 		}
 		r.srv = httptest.NewUnstartedServer(NewHandler(ext, func() bool { return true }, hcfg, logger))
-		r.srv.Config.ConnContext = ConnContext
+		r.srv.Config.ConnContext = server.ConnContext
 		r.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 			if s == http.StateNew {
 				r.conns.Add(1)
@@ -114,7 +116,7 @@ func nodeOf(t *testing.T, r *replica, pod string) string {
 // TestFollowerForwardsToLeader: a follower's filter is the leader's answer, and its bind is
 // the leader's bind (the leader's API has the Binding, the follower wrote nothing).
 func TestFollowerForwardsToLeader(t *testing.T) {
-	leader, follower := forwardPair(t, ForwardConfig{})
+	leader, follower := forwardPair(t, server.ForwardConfig{})
 	status, _, body := do(t, follower.srv, http.MethodPost, Prefix+"/filter", mustJSON(t, extenderv1.ExtenderArgs{
 		Pod: st.MakePod().Name("p").GPUMem(4).Obj(), NodeNames: names("n1", "n2")}))
 	if status != http.StatusOK || !strings.Contains(string(body), `"NodeNames":["n1"]`) {
@@ -130,10 +132,10 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 	if got := nodeOf(t, follower, "p"); got != "" {
 		t.Errorf("the follower bound p itself (to %q)", got)
 	}
-	if got := forwardCount(t, follower, "bind", forwardOK); got != 1 {
+	if got := forwardCount(t, follower, "bind", server.ForwardOK); got != 1 {
 		t.Errorf("forwarded binds = %g, want 1", got)
 	}
-	if got := forwardCount(t, follower, "filter", forwardOK); got != 1 {
+	if got := forwardCount(t, follower, "filter", server.ForwardOK); got != 1 {
 		t.Errorf("forwarded filters = %g, want 1", got)
 	}
 }
@@ -142,7 +144,7 @@ func TestFollowerForwardsToLeader(t *testing.T) {
 // own cache at once, and a bind waits BindWait for a leader, then is refused as not the leader
 // without touching the follower's API.
 func TestFollowerWithoutLeader(t *testing.T) {
-	_, follower := forwardPair(t, ForwardConfig{BindWait: 300 * time.Millisecond})
+	_, follower := forwardPair(t, server.ForwardConfig{BindWait: 300 * time.Millisecond})
 	follower.forwardTo("")
 	status, _, body := do(t, follower.srv, http.MethodPost, Prefix+"/filter", mustJSON(t, extenderv1.ExtenderArgs{
 		Pod: st.MakePod().Name("p").GPUMem(4).Obj(), NodeNames: names("n1", "n4")}))
@@ -161,7 +163,7 @@ func TestFollowerWithoutLeader(t *testing.T) {
 	if got := nodeOf(t, follower, "p"); got != "" {
 		t.Errorf("the follower bound p to %q", got)
 	}
-	if got := forwardCount(t, follower, "filter", forwardLocal); got != 1 {
+	if got := forwardCount(t, follower, "filter", server.ForwardLocal); got != 1 {
 		t.Errorf("filters answered locally = %g, want 1", got)
 	}
 }
@@ -172,7 +174,7 @@ func TestBindWaitsForLeader(t *testing.T) {
 	for _, becomesLeader := range []bool{false, true} {
 		name := map[bool]string{false: "leader appears", true: "follower takes over"}[becomesLeader]
 		t.Run(name, func(t *testing.T) {
-			leader, follower := forwardPair(t, ForwardConfig{BindWait: 10 * time.Second})
+			leader, follower := forwardPair(t, server.ForwardConfig{BindWait: 10 * time.Second})
 			follower.forwardTo("")
 			go func() {
 				time.Sleep(200 * time.Millisecond)
@@ -204,13 +206,13 @@ func TestBindWaitsForLeader(t *testing.T) {
 // (no loops when two replicas each think the other leads): a forwarded bind to a follower is
 // refused as not the leader, and the forwarding follower then looks for the leader again.
 func TestForwardedIsNotForwardedAgain(t *testing.T) {
-	a, b := forwardPair(t, ForwardConfig{BindWait: 400 * time.Millisecond})
+	a, b := forwardPair(t, server.ForwardConfig{BindWait: 400 * time.Millisecond})
 	a.lead.leading.Store(false) // neither leads; b forwards to a
 	_, _, body := do(t, b.srv, http.MethodPost, Prefix+"/bind", bindP)
 	if msg := bindResult(t, body); !strings.Contains(msg, ErrNotLeader.Error()) {
 		t.Errorf("bind = %q, want a refusal as not the leader", msg)
 	}
-	if got := forwardCount(t, b, "bind", forwardFailed); got < 2 {
+	if got := forwardCount(t, b, "bind", server.ForwardFailed); got < 2 {
 		t.Errorf("failed forwarding attempts = %g, want the refused one retried until BindWait", got)
 	}
 	if nodeOf(t, a, "p") != "" || nodeOf(t, b, "p") != "" {
@@ -221,7 +223,7 @@ func TestForwardedIsNotForwardedAgain(t *testing.T) {
 // TestForwardGivesUpOnChangedLeader: a forwarded call to a leader that hangs (paused) is
 // abandoned as soon as the Lease names another leader, and the bind goes to the new one.
 func TestForwardGivesUpOnChangedLeader(t *testing.T) {
-	leader, follower := forwardPair(t, ForwardConfig{BindWait: 20 * time.Second})
+	leader, follower := forwardPair(t, server.ForwardConfig{BindWait: 20 * time.Second})
 	hung := make(chan struct{})
 	paused := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -258,7 +260,7 @@ func TestFollowerShedsConnection(t *testing.T) {
 	filter := mustJSON(t, extenderv1.ExtenderArgs{Pod: st.MakePod().Name("p").GPUMem(4).Obj(), NodeNames: names("n1", "n2")})
 	for _, proto := range []string{"http/1.1", "h2"} {
 		t.Run(proto, func(t *testing.T) {
-			leader, follower := forwardPair(t, ForwardConfig{ShedAfter: shed})
+			leader, follower := forwardPair(t, server.ForwardConfig{ShedAfter: shed})
 			client := func() *http.Client {
 				tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{proto}}, ForceAttemptHTTP2: proto == "h2"} //nolint:gosec // G402: a test server
 				t.Cleanup(tr.CloseIdleConnections)
@@ -306,7 +308,7 @@ func TestFollowerShedsConnection(t *testing.T) {
 			if got := leader.conns.Load(); got != 2 {
 				t.Errorf("the leader accepted %d connections (the follower's and the client's), want 2", got)
 			}
-			if got := forwardCount(t, follower, "filter", forwardOK); got != 3 {
+			if got := forwardCount(t, follower, "filter", server.ForwardOK); got != 3 {
 				t.Errorf("forwarded filters = %g, want 3", got)
 			}
 		})

@@ -1,4 +1,4 @@
-package scheduler_test
+package server_test
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 func TestServeProfilingRefusesNonLoopback(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "10.1.2.3:6060", "example.com:6060", "no-port"} {
-		if err := scheduler.ServeProfiling(context.Background(), addr); err == nil {
+		if err := server.ServeProfiling(context.Background(), addr); err == nil {
 			t.Errorf("ServeProfiling(%q) = nil, want an error", addr)
 		}
 	}
@@ -29,7 +29,7 @@ func TestServeProfiling(t *testing.T) {
 	_ = ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- scheduler.ServeProfiling(ctx, addr) }()
+	go func() { done <- server.ServeProfiling(ctx, addr) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
