@@ -45,7 +45,10 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", klog.KObj(pod), err)
 	}
-	if err := e.checkBind(pod, &req, args.Node); err != nil {
+	// the one read of the node (through the holds): the checks, the placement and its
+	// annotations all use it; only a concurrent bind's charge makes the placement read it again
+	t := e.targetOf(pod, args.Node)
+	if err := e.checkBindOn(pod, &req, args.Node, t.node, t.node != nil); err != nil {
 		return err
 	}
 	e.inflight.begin(pod.UID)
@@ -57,7 +60,7 @@ func (e *Extender) Bind(ctx context.Context, args *extenderv1.ExtenderBindingArg
 	}()
 	var ann map[string]string
 	if !req.Empty() {
-		if ann, err = e.place(ctx, pod, &req, args.Node); err != nil {
+		if ann, err = e.place(ctx, pod, &req, t); err != nil {
 			return fmt.Errorf("bind %s to %s: %w", klog.KObj(pod), args.Node, err)
 		}
 	}
@@ -95,19 +98,35 @@ func (e *Extender) readPod(ctx context.Context, args *extenderv1.ExtenderBinding
 	return e.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 }
 
-// place charges the pod's GPU(s) on node and returns the placement annotations for its
-// Binding. When they cannot be made the charge goes.
-func (e *Extender) place(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, node string) (map[string]string, error) {
-	alloc, err := e.assume(ctx, pod, req, node)
+// target is the node a bind places its pod on: its name, the snapshot the bind read once
+// (nil: the cache does not know it), and the view it was read through, for planning again
+// after a concurrent bind charged the cards first.
+type target struct {
+	name   string
+	node   *placement.NodeInfo
+	lookup func(name string) (*placement.NodeInfo, bool)
+}
+
+// targetOf reads node name once through the bind's view of the cache (the holds applied).
+func (e *Extender) targetOf(pod *v1.Pod, name string) target {
+	lookup := e.nodeView(verbBind, pod.UID).Node
+	node, _ := lookup(name)
+	return target{name: name, node: node, lookup: lookup}
+}
+
+// place charges the pod's GPU(s) on t and returns the placement annotations for its Binding.
+// When they cannot be made the charge goes.
+func (e *Extender) place(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, t target) (map[string]string, error) {
+	alloc, err := e.assume(ctx, pod, req, t)
 	if err != nil {
 		return nil, err
 	}
-	ann, err := e.placementAnnotations(req, node, alloc)
+	ann, err := e.placementAnnotations(req, t.node, alloc)
 	if err != nil {
 		e.cache.ForgetPod(pod.UID)
 		return nil, err
 	}
-	klog.FromContext(ctx).V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", node, "allocation", alloc)
+	klog.FromContext(ctx).V(2).Info("Placed pod", "pod", klog.KObj(pod), "node", t.name, "allocation", alloc)
 	return ann, nil
 }
 
@@ -123,7 +142,8 @@ func (e *Extender) alreadyBound(pod *v1.Pod, node string) error {
 
 // assume plans the pod on node and charges the plan, planning again when a concurrent bind took
 // the cards first. An existing assumption for the pod on node is reused.
-func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, nodeName string) (contract.Allocation, error) {
+func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodRequest, t target) (contract.Allocation, error) {
+	nodeName := t.name
 	if p, ok := e.cache.Pod(pod.UID); ok {
 		switch {
 		case p.Node == nodeName && p.Allocation != nil:
@@ -142,28 +162,23 @@ func (e *Extender) assume(ctx context.Context, pod *v1.Pod, req *contract.PodReq
 			e.cache.ForgetPod(pod.UID)
 		}
 	}
-	lookup := e.nodeView(verbBind, pod.UID).Node
-	node, ok := lookup(nodeName)
-	if !ok {
+	if t.node == nil {
 		return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
 	}
 	d := placement.NewDecision(e.policy, req, podResources(pod))
-	c, err := d.Place(node, e.names.UnitLabel())
+	c, err := d.Place(t.node, e.names.UnitLabel())
 	if err != nil {
 		return nil, err
 	}
 	charge := func(node string, alloc contract.Allocation) (contract.Allocation, error) {
 		return e.cache.AssumePod(pod, req, node, alloc)
 	}
-	return d.Assume(c, lookup, charge, e.names.UnitLabel())
+	return d.Assume(c, t.lookup, charge, e.names.UnitLabel())
 }
 
-// placementAnnotations are the contract's annotations for alloc on node.
-func (e *Extender) placementAnnotations(req *contract.PodRequest, nodeName string, alloc contract.Allocation) (map[string]string, error) {
-	node, ok := e.cache.Node(nodeName)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", cache.ErrUnknownNode, nodeName)
-	}
+// placementAnnotations are the contract's annotations for alloc on node (the cards' capacities
+// come from it).
+func (e *Extender) placementAnnotations(req *contract.PodRequest, node *placement.NodeInfo, alloc contract.Allocation) (map[string]string, error) {
 	gpuUnits := map[int]int64{}
 	for _, g := range node.GPUs {
 		gpuUnits[g.Index] = g.Capacity

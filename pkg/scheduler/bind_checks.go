@@ -42,10 +42,16 @@ func WithNodeLister(l corelisters.NodeLister) Option { return func(e *Extender) 
 // ports, volumes and extended resources other than GPU memory are not checked: the kubelet
 // refuses a pod over its pod limit or asking what the node lacks at admission (docs/security.md).
 func (e *Extender) checkBind(pod *v1.Pod, req *contract.PodRequest, nodeName string) error {
+	info, ok := e.cache.Node(nodeName)
+	return e.checkBindOn(pod, req, nodeName, info, ok)
+}
+
+// checkBindOn is checkBind on info, the node as the caller read it from the cache (ok: the
+// cache knows it), so that a bind reads its node once.
+func (e *Extender) checkBindOn(pod *v1.Pod, req *contract.PodRequest, nodeName string, info *placement.NodeInfo, ok bool) error {
 	if req.Empty() {
 		return fmt.Errorf("bind %s: %w (it asks no %s)", klog.KObj(pod), ErrNotManaged, e.names.Resource)
 	}
-	info, ok := e.cache.Node(nodeName)
 	if !ok {
 		return fmt.Errorf("bind %s: %w: %s", klog.KObj(pod), cache.ErrUnknownNode, nodeName)
 	}

@@ -182,9 +182,10 @@ func (e *Extender) chargeGang(ctx context.Context, key string, members []gangMem
 	})
 	charged := make([]types.UID, 0, len(members))
 	for _, m := range members {
-		err := e.checkBind(m.pod, &m.req, m.node)
+		t := e.targetOf(m.pod, m.node)
+		err := e.checkBindOn(m.pod, &m.req, m.node, t.node, t.node != nil)
 		if err == nil {
-			_, err = e.assume(ctx, m.pod, &m.req, m.node)
+			_, err = e.assume(ctx, m.pod, &m.req, t)
 		}
 		if err != nil {
 			for _, uid := range charged {
