@@ -178,8 +178,7 @@ func (e *env) checkNoOvercommit(old, current *framework.Extender, cards map[stri
 // of the extender's account under a token that is not the Lease's.
 func (e *env) installFence() {
 	e.t.Helper()
-	files := []string{"config/extender/rbac.yaml", "config/admission/extender-pods.yaml",
-		"config/admission/extender-leases.yaml", "config/admission/extender-fence.yaml"}
+	files := framework.FenceManifests()
 	for i, f := range files {
 		files[i] = filepath.Join(s.root, f)
 	}

@@ -16,6 +16,13 @@ import (
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
 
+// FenceManifests are the extender's RBAC and admission policies, the fence among them, relative
+// to the repository's root: what a test or benchmark installs to run the extender under them.
+func FenceManifests() []string {
+	return []string{"config/extender/rbac.yaml", "config/admission/extender-pods.yaml",
+		"config/admission/extender-leases.yaml", "config/admission/extender-fence.yaml"}
+}
+
 // WaitFenceInForce waits, up to timeout, until the fence policy (config/admission/
 // extender-fence.yaml) refuses a dry-run Binding that client (acting as the extender's service
 // account) sends in namespace under a token that is not the Lease's: the policy is loaded and

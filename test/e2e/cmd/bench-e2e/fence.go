@@ -12,16 +12,11 @@ import (
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
-// fenceManifests are what --fence installs: the extender's RBAC and its admission policies,
-// the fence (extender-fence.yaml) among them.
-var fenceManifests = []string{"config/extender/rbac.yaml", "config/admission/extender-pods.yaml",
-	"config/admission/extender-leases.yaml", "config/admission/extender-fence.yaml"}
-
-// installFence applies fenceManifests to the run's cluster and returns the flag that makes an
-// extender act as its service account, so that its writes go through the policies.
+// installFence applies framework.FenceManifests to the run's cluster and returns the flag
+// that makes an extender act as its service account, so that its writes go through them.
 func (b *bench) installFence(ctx context.Context) (string, error) {
-	files := make([]string, len(fenceManifests))
-	for i, f := range fenceManifests {
+	files := framework.FenceManifests()
+	for i, f := range files {
 		files[i] = filepath.Join(b.opts.Root, f)
 	}
 	if err := b.c.Apply(ctx, files...); err != nil {
