@@ -86,7 +86,7 @@ func defaultConfig() config {
 
 // defaultGCPercent lets the heap grow by half the live heap between collections instead of Go's
 // 100 %: at 5,000 nodes and 50,000 pods the resident set after filter calls went from 220 to
-// 187 MiB with no change in filter latency (docs/design.md, Memory).
+// 187 MiB with no change in filter latency (docs/benchmarks.md, Memory).
 const defaultGCPercent = 50
 
 // defaultGCMinHeadroom: below 64 MiB of live heap (a cluster well under 5,000 nodes) 50 % would

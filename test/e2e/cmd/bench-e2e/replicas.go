@@ -63,7 +63,7 @@ func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs [
 			election = []string{"--leader-elect=true", "--leader-elect-identity=" + replicaIdentity(i)}
 		}
 		election = append(election, asAccount...)
-		args, profileAddr, err := benchrun.ExtenderArgs(b.o.extenderArgs, b.o.profile != "", election...)
+		args, profileAddr, err := benchrun.ExtenderArgs(b.o.ExtenderArgs, b.o.profile != "", election...)
 		if err != nil {
 			return "", nil, closeFront, err
 		}

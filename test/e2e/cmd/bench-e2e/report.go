@@ -55,8 +55,8 @@ func (r *report) write(w io.Writer, o options) error {
 		create = fmt.Sprintf("at most %g per second", o.createQPS)
 	}
 	pr.Printf("%d nodes x 8 x 16 GiB, %d pods of 1-8 GiB created by 16 goroutines %s, %s\n", r.Nodes, r.Pods, create, qps)
-	if o.schedulerConfig != "" {
-		pr.Printf("the extender's runs: kube-scheduler with %s\n", o.schedulerConfig)
+	if o.SchedulerConfig != "" {
+		pr.Printf("the extender's runs: kube-scheduler with %s\n", o.SchedulerConfig)
 	}
 	pr.Printf("the extender's runs: %s\n", replicasLine(r.Replicas, r.Front))
 	if r.Fence {

@@ -51,23 +51,6 @@ func TestReportReplicas(t *testing.T) {
 	t.Log("\n" + text)
 }
 
-func TestFrontUsed(t *testing.T) {
-	tests := []struct {
-		o    options
-		want string
-	}{
-		{options{replicas: 1, front: frontRequest}, frontNone},
-		{options{replicas: 1, front: frontConnection, frontSet: true}, frontConnection},
-		{options{replicas: 3, front: frontRequest}, frontRequest},
-		{options{replicas: 2, front: frontConnection, frontSet: true}, frontConnection},
-	}
-	for _, tt := range tests {
-		if got := tt.o.frontUsed(); got != tt.want {
-			t.Errorf("%+v.frontUsed() = %q, want %q", tt.o, got, tt.want)
-		}
-	}
-}
-
 // TestMedianLine checks the report's last table line with and without kube-scheduler alone's
 // runs (--extender-only).
 func TestMedianLine(t *testing.T) {

@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,9 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/test/e2e/cmd/internal/benchrun"
@@ -38,6 +39,29 @@ type mode struct {
 	name     string
 	config   string
 	extender string
+}
+
+// measure runs each mode o.runs times, each run on a fresh cluster, in turn.
+func measure(ctx context.Context, env *benchrun.Env, o options) (benchrun.Report, error) {
+	alone := filepath.Join(env.Dir, "scheduler-only.yaml")
+	if err := os.WriteFile(alone, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"), 0o644); err != nil {
+		return nil, err
+	}
+	rep := &report{Nodes: o.nodes, Pods: o.pods, Replicas: o.replicas, Front: o.frontUsed(), Fence: o.fence}
+	for i := range o.runs {
+		for _, m := range o.modes(alone, env.Extender) {
+			opts := env.ClusterOptions(fmt.Sprintf("%s-%d", m.name, i+1))
+			opts.SchedulerConfig, opts.SchedulerQPS, opts.SchedulerBurst = m.config, o.schedulerQPS, o.schedulerBurst
+			b := &bench{o: o, mode: m, opts: opts}
+			res, err := b.run(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s run %d: %w", m.name, i+1, err)
+			}
+			logf("%s run %d: %s", m.name, i+1, res)
+			rep.add(res)
+		}
+	}
+	return benchrun.ReportFunc(func(w io.Writer) error { return rep.write(w, o) }), nil
 }
 
 // bench is one run of one mode on a fresh control plane.
@@ -91,6 +115,7 @@ func (r result) String() string {
 	return s
 }
 
+// run sets the cluster up, creates the pods and measures until they are bound or the run stalls.
 func (b *bench) run(ctx context.Context) (result, error) {
 	c, err := benchrun.StartCluster(ctx, b.opts, namespace)
 	if err != nil {
@@ -98,40 +123,49 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	}
 	b.c = c
 	defer c.Stop()
-	host := "127.0.0.1:1" // kube-scheduler alone: no extender in its configuration
+	profileAddrs, closeFront, err := b.setUp(ctx)
+	defer closeFront()
+	if err != nil {
+		return result{}, err
+	}
+	b.created, b.bound = map[string]time.Time{}, map[string]time.Duration{}
+	ictx, stopInformer := context.WithCancel(ctx)
+	defer stopInformer()
+	if err := benchrun.WatchPods(ictx, c.Client, namespace, b.observe); err != nil {
+		return result{}, err
+	}
+	return b.burst(ctx, profileAddrs)
+}
+
+// setUp starts the extender's replicas (in the extender's mode), kube-scheduler and the nodes,
+// and hands the leadership over with --handover. It returns each replica's profiling address
+// and what closes the front, which the caller calls even on an error.
+func (b *bench) setUp(ctx context.Context) ([]string, func(), error) {
+	host, closeFront := "127.0.0.1:1", func() {} // kube-scheduler alone: no extender in its configuration
 	var profileAddrs []string
 	if b.mode.extender != "" {
-		var closeFront func()
+		var err error
 		if host, profileAddrs, closeFront, err = b.startExtenders(ctx); err != nil {
-			return result{}, err
+			return nil, closeFront, err
 		}
-		defer closeFront()
 	}
-	if err := c.StartScheduler(host); err != nil {
-		return result{}, err
+	if err := b.c.StartScheduler(host); err != nil {
+		return nil, closeFront, err
 	}
 	if err := b.addNodes(ctx); err != nil {
-		return result{}, err
+		return nil, closeFront, err
 	}
 	if b.o.handover && len(b.exts) > 1 {
 		if err := b.handOver(ctx); err != nil {
-			return result{}, err
+			return nil, closeFront, err
 		}
 	}
-	b.created, b.bound = map[string]time.Time{}, map[string]time.Duration{}
-	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(namespace))
-	inf := factory.Core().V1().Pods().Informer()
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    b.observe,
-		UpdateFunc: func(_, obj any) { b.observe(obj) },
-	}); err != nil {
-		return result{}, err
-	}
-	ictx, stopInformer := context.WithCancel(ctx)
-	defer stopInformer()
-	factory.Start(ictx.Done())
-	toolscache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
+	return profileAddrs, closeFront, nil
+}
 
+// burst creates the pods, waits until they are bound or the run stalls, and measures the run:
+// its rate and latencies, the CPU each process used and what went wrong.
+func (b *bench) burst(ctx context.Context, profileAddrs []string) (result, error) {
 	cpuBefore := b.cpuTimes()
 	reqBefore := b.apiRequests(ctx)
 	for i, addr := range profileAddrs {
@@ -163,16 +197,22 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	b.logAPIRequests(ctx, reqBefore)
 	res.PodsPerS = float64(res.bound) / elapsed.Seconds()
 	res.P50Ms, res.P99Ms = ms(framework.Percentile(lat, 0.5)), ms(framework.Percentile(lat, 0.99))
+	err = b.tally(ctx, &res)
+	return res, err
+}
+
+// tally adds to res what the run got wrong: kube-scheduler's bind failures, each replica's
+// counts and the cards over capacity.
+func (b *bench) tally(ctx context.Context, res *result) error {
+	var err error
 	if res.BindFailures, err = b.bindFailures(ctx); err != nil {
-		return res, err
+		return err
 	}
 	if res.Replicas, err = b.replicaStats(ctx); err != nil {
-		return res, err
+		return err
 	}
-	if res.overcommitted, err = b.check(ctx); err != nil {
-		return res, err
-	}
-	return res, nil
+	res.overcommitted, err = b.check(ctx)
+	return err
 }
 
 // addNodes creates the nodes, 16 at a time, each with 8 cards of 16 GiB published as the
@@ -216,7 +256,7 @@ func (b *bench) createPods(ctx context.Context, client kubernetes.Interface) err
 				q := *resource.NewQuantity(int64(i%8+1), resource.DecimalSI)
 				pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: v1.PodSpec{
 					SchedulerName: b.c.SchedulerName,
-					Containers: []v1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10",
+					Containers: []v1.Container{{Name: "main", Image: benchrun.PauseImage,
 						Resources: v1.ResourceRequirements{Limits: v1.ResourceList{contract.DefaultResourceName: q}}}},
 				}}
 				b.mu.Lock()
@@ -239,9 +279,9 @@ func (b *bench) createPods(ctx context.Context, client kubernetes.Interface) err
 	return nil
 }
 
-func (b *bench) observe(obj any) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
+// observe notes when pod was bound, the first time it is seen bound.
+func (b *bench) observe(pod *v1.Pod) {
+	if pod.Spec.NodeName == "" {
 		return
 	}
 	b.mu.Lock()

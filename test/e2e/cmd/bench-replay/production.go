@@ -9,8 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/sim"
@@ -75,19 +73,7 @@ func (p *production) start(ctx context.Context, extBin, policy string) error {
 		return err
 	}
 	p.watch = newOutcomes()
-	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(namespace))
-	inf := factory.Core().V1().Pods().Informer()
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { p.watch.observe(obj) },
-		UpdateFunc: func(_, obj any) { p.watch.observe(obj) },
-	}); err != nil {
-		return err
-	}
-	factory.Start(ctx.Done())
-	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return fmt.Errorf("pod informer did not sync")
-	}
-	return nil
+	return benchrun.WatchPods(ctx, c.Client, namespace, p.watch.observe)
 }
 
 // addNodes creates the trace's nodes as the share-plugin publishes them (sim.NodeObject: the
@@ -151,7 +137,7 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 		pod = pod.DeepCopy()
 		pod.UID = ""
 		pod.Spec.SchedulerName = p.cluster.SchedulerName
-		pod.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
+		pod.Spec.Containers[0].Image = benchrun.PauseImage
 		if _, gpu := pod.Spec.Containers[0].Resources.Limits[p.names.Resource]; gpu && p.taintGPUNodes {
 			pod.Spec.Tolerations = []v1.Toleration{{Key: gpuTaint.Key, Operator: v1.TolerationOpEqual, Value: gpuTaint.Value, Effect: gpuTaint.Effect}}
 		}
@@ -207,11 +193,9 @@ func (o *outcomes) expect(name string) <-chan string {
 	return ch
 }
 
-func (o *outcomes) observe(obj any) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
+// observe tells the submission waiting for pod, if any, where pod went once it is bound or found
+// unschedulable.
+func (o *outcomes) observe(pod *v1.Pod) {
 	if pod.Spec.NodeName == "" && !unschedulable(pod) {
 		return
 	}

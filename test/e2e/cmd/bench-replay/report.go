@@ -46,6 +46,8 @@ type report struct {
 	gpuLatency, cpuLatency [2]time.Duration
 	// differ compares production's decisions with the simulator's model of production.
 	differ divergence
+	// inv is what the invariant check found after production.
+	inv framework.Invariants
 }
 
 // divergence counts the pods one run placed and the other rejected, and those both placed on
@@ -102,13 +104,14 @@ func newReport(o options, simulated, produced *sim.Result, latencies []time.Dura
 		},
 		OvercommittedCards: len(inv.Overcommitted),
 		setup:              setupOf(o),
+		inv:                inv,
 	}
 }
 
 func setupOf(o options) string {
 	cfg := "shipped config/scheduler-config.yaml"
-	if o.schedulerConfig != "" {
-		cfg = o.schedulerConfig
+	if o.SchedulerConfig != "" {
+		cfg = o.SchedulerConfig
 	}
 	if o.taintGPUNodes {
 		cfg += ", GPU nodes tainted for pods without gpu-mem"
@@ -122,8 +125,8 @@ func allocationOf(r *sim.Result) allocation {
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
-// write prints the table, then the JSON line.
-func (r report) write(w io.Writer) error {
+// Write prints the table, then the JSON line.
+func (r report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	pr := &framework.Printer{W: tw}
 	pr.Printf("trace %s, policy %s, seed %d; kube-scheduler with %s\n", r.Trace, r.Policy, r.Seed, r.setup)

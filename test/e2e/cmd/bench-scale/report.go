@@ -28,7 +28,8 @@ type latency struct {
 	P99Ms      float64 `json:"p99_ms"`
 }
 
-func (r *report) write(w io.Writer) error {
+// Write prints the table, then the JSON line.
+func (r *report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	pr := &framework.Printer{W: tw}
 	pr.Printf("%d nodes x 8 x 16 GiB, %d running pods of 4 GiB\t\t\t\n", r.Nodes, r.Pods)
