@@ -1,5 +1,7 @@
-// Command share-plugin is gpushare's kubelet device plugin: it advertises GPU memory
-// (aliyun.com/gpu-mem) and hands each container the GPU the extender chose for its pod.
+// Command share-plugin shares a node's GPUs by memory, in one of two modes (--mode): a kubelet
+// device plugin that advertises GPU memory (aliyun.com/gpu-mem) and hands each container the
+// GPU the extender chose for its pod (the default), or a DRA driver that publishes each GPU's
+// memory as consumable capacity and holds each claim to what it consumed.
 package main
 
 import (
@@ -14,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/gpushare/gpushare/pkg/deviceplugin"
 	"github.com/gpushare/gpushare/pkg/version"
 )
 
@@ -38,7 +39,7 @@ func run(ctx context.Context, o *options) error {
 	if err := o.validate(); err != nil {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
-	logger.Info("Starting share-plugin", "version", version.Version, "commit", version.Commit, "node", o.nodeName, "resource", o.names.Resource,
+	logger.Info("Starting share-plugin", "version", version.Version, "commit", version.Commit, "mode", o.mode, "node", o.nodeName, "resource", o.names.Resource,
 		"unit", o.names.Unit.String(), "kubeletDir", o.kubeletDir, "podResources", o.podResourcesSocket, "memoryLimit", o.memoryLimit.Mode, "sysfsRoot", o.sysfsRoot,
 		"reserveMemoryBytes", o.reserveMemory, "healthCheck", o.healthCheck, "ignoredXIDs", o.ignoredXIDs)
 	nv, err := openNVML(&o.fake)
@@ -58,31 +59,8 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
-	pods := deviceplugin.NewInformerPodSource(client, o.nodeName)
-	opts := append(o.pluginOptions(), deviceplugin.WithPodSource(pods))
-	if o.podResourcesSocket != "" {
-		pr, err := deviceplugin.NewPodResourcesClient(o.podResourcesSocket)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = pr.Close() }()
-		opts = append(opts, deviceplugin.WithPodResources(pr))
+	if o.mode == modeDRA {
+		return runDRA(ctx, o, nv, client)
 	}
-	images, err := o.imageChecker(ctx)
-	if err != nil {
-		return err
-	}
-	if images != nil {
-		defer func() { _ = images.Close() }()
-		opts = append(opts, deviceplugin.WithImageChecker(images))
-	}
-	p, err := deviceplugin.New(nv, client, append(opts, deviceplugin.WithLogger(logger))...)
-	if err != nil {
-		return err
-	}
-	mode, _ := p.MemoryLimit()
-	if err := startUsage(ctx, o, nv, pods, client, mode); err != nil {
-		return err
-	}
-	return p.Run(ctx)
+	return runDevicePlugin(ctx, o, nv, client)
 }

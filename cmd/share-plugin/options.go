@@ -22,6 +22,8 @@ const maxPolicedUsagePeriod = 5 * time.Second
 
 // options are the command line of share-plugin.
 type options struct {
+	// mode is modeDevicePlugin or modeDRA (--mode).
+	mode               string
 	names              contract.Names
 	nodeName           string
 	kubeconfig         string
@@ -53,11 +55,15 @@ type options struct {
 	containerdNamespace   string
 	containerdSnapshotter string
 	hostRoot              string
-	fake                  fakeOptions
+	// dra are the flags of DRA mode (dra_mode.go); device-plugin mode reads the driver's
+	// name and registry folder to refuse a node where the driver runs.
+	dra  draOptions
+	fake fakeOptions
 }
 
 func newOptions() *options {
 	return &options{
+		mode:               modeDevicePlugin,
 		names:              contract.DefaultNames(),
 		nodeName:           os.Getenv("NODE_NAME"),
 		kubeletDir:         pluginapi.DevicePluginPath,
@@ -83,11 +89,13 @@ func newOptions() *options {
 		containerdNamespace:   imagecheck.DefaultNamespace,
 		containerdSnapshotter: imagecheck.DefaultSnapshotter,
 		hostRoot:              "/",
+		dra:                   newDRAOptions(),
 	}
 }
 
 // addFlags registers every flag; NODE_NAME is the env mirror of --node-name.
 func (o *options) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.mode, "mode", o.mode, "how GPUs are shared on this node: device-plugin (aliyun.com/gpu-mem through a kubelet device plugin, placed by the extender) or dra (a DRA driver publishing each GPU's memory as consumable capacity; docs/dra.md)")
 	o.names.AddFlags(fs)
 	fs.StringVar(&o.nodeName, "node-name", o.nodeName, "node this plugin runs on (env NODE_NAME, from the downward API)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig file; empty means in-cluster")
@@ -121,12 +129,23 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	o.addImageCheckFlags(fs)
+	o.dra.addFlags(fs)
 	o.fake.addFlags(fs)
 }
 
 // validate reports the first problem.
 func (o *options) validate() error {
 	var errs []error
+	switch o.mode {
+	case modeDevicePlugin:
+	case modeDRA:
+		cfg := o.draConfig()
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--mode must be %s or %s, not %q", modeDevicePlugin, modeDRA, o.mode))
+	}
 	if err := o.names.Validate(); err != nil {
 		errs = append(errs, err)
 	}

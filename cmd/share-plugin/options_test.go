@@ -41,6 +41,14 @@ func TestOptions(t *testing.T) {
 		{name: "limits enforced without metrics: the period is still used", env: "n1", args: []string{"--memory-limit=hami-core", "--metrics-address=", "--usage-period=0s"}, wantErr: "--usage-period"},
 		{name: "no limits: a long period is fine", env: "n1", args: []string{"--usage-period=30s"}},
 		{name: "memory held back of every card", env: "n1", args: []string{"--reserve-memory=512Mi", "--health-ignored-xids=13,109"}},
+		{name: "DRA mode", env: "n1", args: []string{"--mode=dra", "--memory-limit=hami-core", "--dra-device-order=most-allocated"}},
+		{name: "DRA mode with MiB units", env: "n1", args: []string{"--mode=dra", "--unit=1Mi", "--driver-name=gpu.example.com", "--cdi-root=/etc/cdi"}},
+		{name: "unknown mode", env: "n1", args: []string{"--mode=mig"}, wantErr: "--mode must be device-plugin or dra"},
+		{name: "DRA mode, unknown device order", env: "n1", args: []string{"--mode=dra", "--dra-device-order=random"}, wantErr: `device order "random"`},
+		{name: "DRA mode, bad driver name", env: "n1", args: []string{"--mode=dra", "--driver-name=GPU_share"}, wantErr: "DNS subdomain"},
+		{name: "DRA mode, relative CDI root", env: "n1", args: []string{"--mode=dra", "--cdi-root=var/run/cdi"}, wantErr: "CDI root"},
+		{name: "DRA mode without a node", args: []string{"--mode=dra"}, wantErr: "node name is empty"},
+		{name: "device-plugin mode ignores a bad device order", env: "n1", args: []string{"--dra-device-order=random"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
