@@ -71,6 +71,7 @@ verify-tidy: ## go.mod/go.sum of the main module and the tool modules must be ti
 	$(GO) mod tidy -diff
 	cd $(LINT_TOOLS_MOD) && $(GO) mod tidy -diff
 	cd hack/tools/etcd && $(GO) mod tidy -diff
+	cd hack/tools/containerd && $(GO) mod tidy -diff
 
 $(GOLANGCI_LINT): $(LINT_TOOLS_MOD)/go.mod
 	cd $(LINT_TOOLS_MOD) && v=$$($(GO) list -m -f '{{.Version}}' github.com/golangci/golangci-lint/v2) && \

@@ -6,7 +6,7 @@ E2E_FLAGS   ?= -v
 TEST_EXTRA += e2e
 
 .PHONY: e2e-bins
-e2e-bins: ## Build pinned kube-apiserver/-scheduler/-controller-manager, kubelet, kubectl, etcd, kwok into bin/e2e/.
+e2e-bins: ## Build pinned kube-apiserver/-scheduler/-controller-manager, kubelet, kubectl, etcd, kwok, containerd v2 into bin/e2e/.
 	hack/e2e-bins.sh
 
 .PHONY: e2e

@@ -12,8 +12,9 @@ import (
 // service-account volume mounts) let the shipped manifests run on the real kubelet. The node
 // lifecycle controller stays off: it would taint the CNI-less real-kubelet node NoExecute and
 // evict its pods. The disruption controller fills in PodDisruptionBudgets' status, which the
-// Eviction API reads (GPU preemption evicts through it).
-const controllers = "serviceaccount,statefulset,replicaset,deployment,daemonset,garbagecollector,resourcequota,root-ca-cert-publisher,disruption"
+// Eviction API reads (GPU preemption evicts through it). The resource claim controller makes a
+// pod's ResourceClaims from its ResourceClaimTemplates (DRA) and releases them when it is done.
+const controllers = "serviceaccount,statefulset,replicaset,deployment,daemonset,garbagecollector,resourcequota,root-ca-cert-publisher,disruption,resourceclaim-controller"
 
 // StartControllerManager starts kube-controller-manager with the workload controllers.
 func (c *Cluster) StartControllerManager() error {

@@ -85,7 +85,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, pause string, taints ...str
 func (c *Cluster) StartRealNodeWith(ctx context.Context, pause string, o RealNodeOptions) (*RealNode, error) {
 	n := &RealNode{c: c, ctrdDir: filepath.Join(c.Dir, "ctrd"), kubeletDir: filepath.Join(c.Dir, "kubelet")}
 	n.socket = filepath.Join(n.ctrdDir, "containerd.sock")
-	if err := n.startContainerd(ctx); err != nil {
+	if err := n.startContainerd(ctx, o); err != nil {
 		return n, err
 	}
 	if err := n.importImage(pause); err != nil {
@@ -118,13 +118,36 @@ func (n *RealNode) waitKubelet(ctx context.Context) error {
 	return nil
 }
 
-func (n *RealNode) startContainerd(ctx context.Context) error {
+func (n *RealNode) startContainerd(ctx context.Context, o RealNodeOptions) error {
 	if err := os.MkdirAll(filepath.Join(n.ctrdDir, "cni"), 0o755); err != nil {
 		return err
 	}
-	// restrict_oom_score_adj: this VM forbids lowering oom_score_adj, which every sandbox asks.
-	// The CNI folder stays empty: no pod network, hostNetwork pods only.
-	cfg := fmt.Sprintf(`version = 2
+	bin, cfg := "containerd", containerdV1Config(n.ctrdDir, n.socket)
+	if o.ContainerdV2 {
+		var err error
+		if bin, cfg, err = n.containerdV2(); err != nil {
+			return err
+		}
+	}
+	path := filepath.Join(n.ctrdDir, "config.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if _, err := n.c.start("containerd", bin, []string{"--config=" + path}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return WaitFor(ctx, 100*time.Millisecond, "containerd socket", func() (bool, error) {
+		return n.ctr("version") == nil, nil
+	})
+}
+
+// containerdV1Config is the configuration (version 2) of the host's containerd v1.6.
+// restrict_oom_score_adj: this VM forbids lowering oom_score_adj, which every sandbox asks.
+// The CNI folder stays empty: no pod network, hostNetwork pods only.
+func containerdV1Config(ctrdDir, socket string) string {
+	return fmt.Sprintf(`version = 2
 root = "%[1]s/root"
 state = "%[1]s/state"
 [grpc]
@@ -139,19 +162,7 @@ state = "%[1]s/state"
       runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".cni]
     conf_dir = "%[1]s/cni"
-`, n.ctrdDir, n.socket, LocalImage)
-	path := filepath.Join(n.ctrdDir, "config.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	if _, err := n.c.start("containerd", "containerd", []string{"--config=" + path}); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return WaitFor(ctx, 100*time.Millisecond, "containerd socket", func() (bool, error) {
-		return n.ctr("version") == nil, nil
-	})
+`, ctrdDir, socket, LocalImage)
 }
 
 func (n *RealNode) ctr(args ...string) error {

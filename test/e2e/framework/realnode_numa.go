@@ -21,6 +21,10 @@ type RealNodeOptions struct {
 	// has: node 0 holding CPU 0 and node 1 the other CPUs (at least two), the memory split
 	// evenly (withTwoNUMANodes).
 	TwoNUMANodes bool
+	// ContainerdV2 runs the node on the containerd v2 that hack/e2e-bins.sh builds into the bin
+	// folder (containerd and containerd-shim-runc-v2) instead of the host's v1.6, with CDI
+	// specs read from CDISpecDir (containerdV2Config); runc stays the host's.
+	ContainerdV2 bool
 }
 
 // sysNodeDir is where the kernel lists NUMA nodes and cadvisor reads them.
