@@ -42,3 +42,13 @@ sim-preemption: cmd-gpushare-sim ## Each policy without and with GPU preemption,
 	  $(BIN)/gpushare-sim --nodes $(TRACES)/openb_node_list_gpu_node.csv --pods $(TRACES)/openb_pod_list_$$t.csv \
 	    --seeds $(SIM_SEEDS) --policy $(SIM_PREEMPT_POLICIES) --parallel $(SIM_PARALLEL) --preemption --markdown || exit 1; \
 	done
+
+SIM_DRA_TRACES   ?= default gpushare40 multigpu50
+SIM_DRA_VARIANTS ?= off,index,tightest,emptiest,naive-index,naive-tightest,naive-emptiest,kube-index,kube-tightest,kube-emptiest
+
+.PHONY: sim-dra
+sim-dra: cmd-gpushare-sim ## DRA's card choice priced: kube-scheduler's allocator takes the card first-fit, fgd-online or kube-scheduler alone the node (docs/placement.md, "Under DRA").
+	@for t in $(SIM_DRA_TRACES); do \
+	  $(BIN)/gpushare-sim --nodes $(TRACES)/openb_node_list_gpu_node.csv --pods $(TRACES)/openb_pod_list_$$t.csv \
+	    --seeds $(SIM_SEEDS) --policy fgd-online --parallel $(SIM_PARALLEL) --dra $(SIM_DRA_VARIANTS) --markdown || exit 1; \
+	done

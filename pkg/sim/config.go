@@ -54,6 +54,10 @@ type Config struct {
 	// Preemption gives the pods the priorities of their qos class (QoSPriority) and runs each
 	// policy twice, without and with GPU preemption (Run.Preemption).
 	Preemption bool
+	// DRA are the DRA variants each policy runs under (Run.DRA), nil for "off" (the policy
+	// chooses node and card, the row they are compared with); empty: no DRA, as before.
+	// kube-scheduler variants run once, whatever the policies.
+	DRA []*DRA
 }
 
 // The tie orders of Config.TieOrder.
@@ -101,6 +105,19 @@ func (c *Config) AddFlags(fs *flag.FlagSet, registry policies.Registry) {
 	})
 	fs.StringVar(&c.Topology, "topology", c.Topology, "the nodes' card topology: none (openb's), synthetic (SyntheticLinks: NVSwitch boxes, 2-socket PCIe boxes, NVLinked pairs; placement sees it) or synthetic-blind (the same links for the report only: placement without topology)")
 	fs.BoolVar(&c.Preemption, "preemption", c.Preemption, "give pods the priority of their qos class (Guaranteed > LS > Burstable > BE) and run each policy without and with GPU preemption as the extender preempts (placement.PlanPreemption); evicted pods are not resubmitted")
+	fs.Func("dra", "comma-separated DRA variants, each run for every policy: off (the policy chooses node and card), an order the driver publishes the cards in, "+
+		"which kube-scheduler's allocator takes first-fit ("+joinOrders()+"; the policy chooses the node knowing the allocator's card), naive-<order> "+
+		"(the policy chooses the node with its own card), kube-<order> (kube-scheduler alone, no extender)", func(s string) error {
+		c.DRA = nil
+		for _, f := range strings.Split(s, ",") {
+			v, err := ParseDRA(strings.TrimSpace(f))
+			if err != nil {
+				return err
+			}
+			c.DRA = append(c.DRA, v)
+		}
+		return nil
+	})
 	fs.StringVar(&c.TieOrder, "tie-order", c.TieOrder, "ties between equally rated nodes: seeded (a seeded random order, the paper's protocol) or extender (the extender's order in production, a hash of pod and node names)")
 }
 
@@ -125,6 +142,9 @@ func (c *Config) Validate(registry policies.Registry) error {
 	}
 	if c.Preemption && c.Topology != TopologyNone {
 		errs = append(errs, fmt.Errorf("%w: --preemption is for runs without --topology", ErrBadConfig))
+	}
+	if len(c.DRA) > 0 && (c.Preemption || c.Topology != TopologyNone) {
+		errs = append(errs, fmt.Errorf("%w: --dra is for runs without --preemption (DRA pods are not preempted) and --topology (the allocator ignores links)", ErrBadConfig))
 	}
 	if c.PercentageOfNodesToScore < 0 || c.PercentageOfNodesToScore > 100 {
 		errs = append(errs, fmt.Errorf("%w: --percentage-of-nodes-to-score must be 0..100, not %d", ErrBadConfig, c.PercentageOfNodesToScore))

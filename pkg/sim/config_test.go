@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"flag"
+	"io"
 	"strings"
 	"testing"
 
@@ -31,6 +32,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "unknown topology", change: func(c *Config) { c.Topology = "dgx" }, wantErr: `--topology must be none, synthetic or synthetic-blind, not "dgx"`},
 		{name: "preemption", change: func(c *Config) { c.Preemption = true }},
 		{name: "preemption with a topology", change: func(c *Config) { c.Preemption, c.Topology = true, TopologySynthetic }, wantErr: "--preemption is for runs without --topology"},
+		{name: "DRA variants", change: func(c *Config) { c.DRA = []*DRA{nil, {Node: DRANodeKube, Order: CardOrderIndex}} }},
+		{name: "DRA with preemption", change: func(c *Config) { c.DRA, c.Preemption = []*DRA{nil}, true }, wantErr: "--dra is for runs without --preemption"},
+		{name: "DRA with a topology", change: func(c *Config) { c.DRA, c.Topology = []*DRA{nil}, TopologySynthetic }, wantErr: "--dra is for runs without"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,5 +77,25 @@ func TestProductionFlag(t *testing.T) {
 	r.ModelProduction(30)
 	if gotRun := (model{map[bool]string{true: TieOrderExtender}[r.ExtenderTieOrder], r.SampleNodes, r.LearnAtBind, r.SyncNodes, r.PercentageOfNodesToScore}); gotRun != want {
 		t.Errorf("Run.ModelProduction(30) = %+v, want %+v", gotRun, want)
+	}
+}
+
+// TestDRAFlag: --dra reads a list of variants, "off" as nil, and refuses an unknown one.
+func TestDRAFlag(t *testing.T) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	c.AddFlags(fs, policies.NewRegistry())
+	if err := fs.Parse([]string{"--dra", "off, tightest,naive-index,kube-emptiest"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []*DRA{nil, {Node: DRANodePredict, Order: CardOrderTightest}, {Node: DRANodeNaive, Order: CardOrderIndex}, {Node: DRANodeKube, Order: CardOrderEmptiest}}
+	if diff := cmp.Diff(want, c.DRA); diff != "" {
+		t.Errorf("DRA after --dra (-want,+got):\n%s", diff)
+	}
+	fs = flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.AddFlags(fs, policies.NewRegistry())
+	if err := fs.Parse([]string{"--dra", "index,best"}); err == nil || !strings.Contains(err.Error(), `"best"`) {
+		t.Errorf("--dra index,best: %v, want an error naming best", err)
 	}
 }

@@ -20,26 +20,9 @@ func Main(cfg *Config, registry policies.Registry, w io.Writer) error {
 	if cfg.Topology != TopologyNone {
 		nodes = WithSyntheticTopology(nodes)
 	}
-	modes := []bool{false} // preempting or not; --preemption runs both, with the qos priorities
-	if cfg.Preemption {
-		modes = []bool{false, true}
-	}
-	var sums []*Summary
-	for _, name := range cfg.Policies {
-		for _, preempt := range modes {
-			results, err := runSeeds(cfg, registry, name, nodes, pods, preempt)
-			if err != nil {
-				return err
-			}
-			s := Summarise(name, cfg.TraceName(), cfg.Seeds, results)
-			if cfg.Topology != TopologyNone {
-				s.Topology = cfg.Topology
-			}
-			if s.Preemption != nil {
-				s.Preemption.On = preempt
-			}
-			sums = append(sums, s)
-		}
+	sums, err := runAll(cfg, registry, nodes, pods)
+	if err != nil {
+		return err
 	}
 	if err := writeReport(w, cfg, sums); err != nil {
 		return err
@@ -53,6 +36,49 @@ func Main(cfg *Config, registry policies.Registry, w io.Writer) error {
 		return writeFile(cfg.PlotFile, func(f io.Writer) error { return Plot(f, sums) })
 	}
 	return nil
+}
+
+// runAll runs every policy of cfg over its seeds, with and without preemption when asked, and
+// under each DRA variant when asked, and summarises each.
+func runAll(cfg *Config, registry policies.Registry, nodes []Node, pods []Pod) ([]*Summary, error) {
+	modes := []bool{false} // preempting or not; --preemption runs both, with the qos priorities
+	if cfg.Preemption {
+		modes = []bool{false, true}
+	}
+	variants := cfg.DRA
+	if len(variants) == 0 {
+		variants = []*DRA{nil}
+	}
+	var sums []*Summary
+	var runs [][]*Result
+	for i, name := range cfg.Policies {
+		for _, preempt := range modes {
+			for _, v := range variants {
+				if v != nil && v.Node == DRANodeKube && i > 0 { // no policy in it: once is enough
+					continue
+				}
+				results, err := runSeeds(cfg, registry, name, nodes, pods, preempt, v)
+				if err != nil {
+					return nil, err
+				}
+				s := Summarise(name, cfg.TraceName(), cfg.Seeds, results)
+				if cfg.Topology != TopologyNone {
+					s.Topology = cfg.Topology
+				}
+				if s.Preemption != nil {
+					s.Preemption.On = preempt
+				}
+				if len(cfg.DRA) > 0 {
+					s.markDRA(v)
+				}
+				sums, runs = append(sums, s), append(runs, results)
+			}
+		}
+	}
+	if len(cfg.DRA) > 0 {
+		compareWithFull(sums, runs)
+	}
+	return sums, nil
 }
 
 // LoadTrace reads the node and pod CSVs.
@@ -79,8 +105,9 @@ func LoadTrace(nodesFile, podsFile string) ([]Node, []Pod, error) {
 }
 
 // runSeeds runs one policy once per seed, cfg.Parallel at a time, each with its own policy;
-// with cfg.Preemption, with the qos priorities and preempting or not.
-func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node, pods []Pod, preempt bool) ([]*Result, error) {
+// with cfg.Preemption, with the qos priorities and preempting or not; under variant v of DRA
+// when it is set.
+func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node, pods []Pod, preempt bool, v *DRA) ([]*Result, error) {
 	results := make([]*Result, len(cfg.Seeds))
 	errs := make([]error, len(cfg.Seeds))
 	sem := make(chan struct{}, cfg.Parallel)
@@ -93,7 +120,7 @@ func runSeeds(cfg *Config, registry policies.Registry, name string, nodes []Node
 		run := &Run{Nodes: nodes, Pods: pods, Policy: policy, Inflate: cfg.Inflate, Seed: uint64(seed), //nolint:gosec // G115: ParseSeeds keeps seeds non-negative
 			ExtenderTieOrder: cfg.TieOrder == TieOrderExtender, SampleNodes: cfg.SampleNodes, PercentageOfNodesToScore: cfg.PercentageOfNodesToScore,
 			LearnAtBind: cfg.LearnAtBind, SyncNodes: cfg.SyncNodes, HideLinks: cfg.Topology == TopologySyntheticBlind,
-			Priorities: cfg.Preemption, Preemption: preempt}
+			Priorities: cfg.Preemption, Preemption: preempt, DRA: v}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

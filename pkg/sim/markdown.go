@@ -25,6 +25,9 @@ func WriteMarkdown(w io.Writer, sums []*Summary) error {
 	if anyTopology(sums) {
 		return writeTopologyMarkdown(w, sums)
 	}
+	if anyDRA(sums) {
+		return writeDRAMarkdown(w, sums)
+	}
 	if anyPreemption(sums) {
 		return writePreemptionMarkdown(w, sums)
 	}

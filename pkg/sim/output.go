@@ -11,7 +11,7 @@ import (
 // multi-card containers' cards are (multiCardColumns).
 func WriteTable(w io.Writer, sums []*Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	topo, prio := anyTopology(sums), anyPreemption(sums)
+	topo, prio, dra := anyTopology(sums), anyPreemption(sums), anyDRA(sums)
 	// The tabwriter buffers every line until Flush, whose error is the underlying writer's.
 	_, _ = fmt.Fprint(tw, "policy\ttrace\tseeds\talloc@100 %\tsd\talloc@130 %\tsd\tunalloc GPUs@100\tpods\ts/run\t")
 	if topo {
@@ -19,6 +19,9 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 	}
 	if prio {
 		_, _ = fmt.Fprint(tw, "preemption\tabove-BE alloc@100 %\tsd\tpreemptions\tpods preempted\tGPUs evicted\t")
+	}
+	if dra {
+		_, _ = fmt.Fprint(tw, "dra\tvs full@100\tsd\tvs full@130\tsd\t")
 	}
 	_, _ = fmt.Fprintln(tw)
 	for _, s := range sums {
@@ -31,6 +34,13 @@ func WriteTable(w io.Writer, sums []*Summary) error {
 		if p := s.Preemption; p != nil {
 			_, _ = fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t", onOff(p.On), p.HighAllocAt100.Mean, p.HighAllocAt100.SD,
 				p.Preemptions, p.PodsPreempted, p.GPUsEvicted)
+		}
+		if dra {
+			c := s.VsFull
+			if c == nil {
+				c = &DRAComparison{AllocAt100: Stat{Mean: math.NaN(), SD: math.NaN()}, AllocAt130: Stat{Mean: math.NaN(), SD: math.NaN()}}
+			}
+			_, _ = fmt.Fprintf(tw, "%s\t%+.2f\t%.2f\t%+.2f\t%.2f\t", s.DRA, c.AllocAt100.Mean, c.AllocAt100.SD, c.AllocAt130.Mean, c.AllocAt130.SD)
 		}
 		_, _ = fmt.Fprintln(tw)
 	}

@@ -38,6 +38,9 @@ type placer struct {
 	multi *multiCard
 	// preempt, when set, frees a card for a pod that fits no node (preemption.go).
 	preempt *preempter
+	// dra, when set, places pods as under DRA: kube-scheduler's allocator takes the cards
+	// (dra.go).
+	dra *draPlacer
 }
 
 func newPlacer(nodes []Node, c cache.Cache, policy placement.Policy, perm []int) *placer {
@@ -61,8 +64,10 @@ func (p *placer) submit(pod *v1.Pod, names *contract.Names) (bool, error) {
 	if learns && !p.learnAtBind {
 		l.Observe(&req, res)
 	}
-	d := placement.NewDecision(p.policy, &req, res)
-	best, ok := p.choose(d, pod)
+	d, best, ok, err := p.decide(pod, &req, res, names.UnitLabel())
+	if err != nil {
+		return false, err
+	}
 	if !ok && p.preempt != nil {
 		if best, ok, err = p.preempted(d, pod); err != nil {
 			return false, err
@@ -102,8 +107,7 @@ func (p *placer) choose(d *placement.Decision, pod *v1.Pod) (placement.Choice, b
 	}
 	nodes := p.cache.Lookup(p.names)
 	if p.sampler != nil {
-		units := d.Request().TotalUnits()
-		p.sampled = p.sampler.sample(nodes, func(n *placement.NodeInfo) bool { return kubeFits(n, res, units) }, p.sampled)
+		p.sampled = p.sampler.sample(nodes, p.sampleFits(d), p.sampled)
 		nodes = p.sampled
 	}
 	return d.Choose(nodes, admit, before)

@@ -52,6 +52,10 @@ type Run struct {
 	// Preemption lets a pod that fits no node preempt pods of lower priority, as the extender
 	// does (preemption.go); it implies Priorities.
 	Preemption bool
+	// DRA, when set, places the pods as under Dynamic Resource Allocation: kube-scheduler's
+	// allocator takes the cards, first-fit in the order the driver publishes, and the node is
+	// chosen as the variant says (dra.go). Nil: the policy chooses node and cards.
+	DRA *DRA
 }
 
 // ModelProduction sets every option that makes the run model what users get through
@@ -126,6 +130,7 @@ func (r *Run) Execute() (*Result, error) {
 		if r.Preemption {
 			p.preempt = &preempter{}
 		}
+		p.dra = newDRAPlacer(r.DRA)
 	}, func(pod *v1.Pod) (bool, error) { return p.submit(pod, &names) }, evicted)
 	if err != nil {
 		return nil, err

@@ -30,7 +30,12 @@ type Summary struct {
 	OnBestFreeSet *Stat   `json:"on_best_free_set_pct,omitempty"`
 	// Preemption is set for runs with the qos column's priorities (--preemption).
 	Preemption *PreemptionSummary `json:"preemption,omitempty"`
-	curve      []Stat
+	// DRA is the runs' DRA variant (DRA.String: "off" for the policy's own node and card), empty
+	// without --dra; VsFull compares them with the runs without DRA (dra_report.go).
+	DRA    string         `json:"dra,omitempty"`
+	VsFull *DRAComparison `json:"vs_full,omitempty"`
+	dra    *DRA
+	curve  []Stat
 }
 
 // PreemptionSummary is what runs with priorities measured of preemption: means per run.
@@ -110,9 +115,18 @@ func (s *Summary) Curve() []Stat { return s.curve }
 
 // statOf is the mean and sample sd of f over results, ignoring NaN values; NaN when none.
 func statOf(results []*Result, f func(*Result) float64) Stat {
-	var vals []float64
+	vals := make([]float64, 0, len(results))
 	for _, r := range results {
-		if v := f(r); !math.IsNaN(v) {
+		vals = append(vals, f(r))
+	}
+	return statOfValues(vals)
+}
+
+// statOfValues is the mean and sample sd of vals, ignoring NaN values; NaN when none.
+func statOfValues(all []float64) Stat {
+	var vals []float64
+	for _, v := range all {
+		if !math.IsNaN(v) {
 			vals = append(vals, v)
 		}
 	}
