@@ -11,12 +11,13 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // Least privilege for GPU preemption (issue 38, point 4): the extender's account removes a
 // victim by a pod DELETE, which extender-pods.yaml admits only for a pod that asks gpu-mem, is
-// below scheduler.ProtectedPriority and carries gpushare.io/preempted-by naming a higher
+// below preempt.ProtectedPriority and carries gpushare.io/preempted-by naming a higher
 // priority than its own; it evicts only in a dry run; and the mark itself may be written only
 // on such a pod, under the fence token (extender-fence.yaml).
 
@@ -48,7 +49,7 @@ func evictionBy(username string, dryRun bool) admissionRequest {
 // priority that carry a well-formed mark of a higher priority; others' deletes are not its
 // policy's business.
 func TestExtenderPodsDelete(t *testing.T) {
-	protected := scheduler.ProtectedPriority
+	protected := preempt.ProtectedPriority
 	del := func(opts ...podOption) admissionRequest { return deleteBy(extenderUser, gpuPod(opts...)) }
 	runPolicyCases(t, extenderPodsPolicy, []policyCase{
 		{name: "marked by a higher priority", req: del(priority(10), markedBy("default/high/1000")), allowed: true},
@@ -133,8 +134,8 @@ func TestExtenderPodsMark(t *testing.T) {
 func TestPreemptionMarkAcrossPolicies(t *testing.T) {
 	holder := "ext-b@10.0.0.2:8443"
 	current := lease(holder, new(int32(3)))
-	token := scheduler.FenceToken(holder, 3)
-	old := gpuPod(priority(10), withAnnotation(contract.AnnotationFence, scheduler.FenceToken("ext-a", 2)))
+	token := server.FenceToken(holder, 3)
+	old := gpuPod(priority(10), withAnnotation(contract.AnnotationFence, server.FenceToken("ext-a", 2)))
 	marked := func(tok string) *v1.Pod {
 		return gpuPod(priority(10), markedBy("default/high/1000"), withAnnotation(contract.AnnotationFence, tok))
 	}
@@ -143,7 +144,7 @@ func TestPreemptionMarkAcrossPolicies(t *testing.T) {
 	})
 	runPolicyCases(t, fencePolicy, []policyCase{
 		{name: "fence: mark under the current token", req: withParams(update(extenderUser, old, marked(token)), current), allowed: true},
-		{name: "fence: mark under a stale token", req: withParams(update(extenderUser, old, marked(scheduler.FenceToken("ext-a", 2))), current),
+		{name: "fence: mark under a stale token", req: withParams(update(extenderUser, old, marked(server.FenceToken("ext-a", 2))), current),
 			message: []string{"under fence token ext-a/2"}},
 		{name: "fence: mark without a token", req: withParams(update(extenderUser, gpuPod(priority(10)), gpuPod(priority(10), markedBy("default/high/1000"))), current),
 			message: []string{"without a fence token"}},

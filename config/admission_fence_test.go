@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 const fencePolicy = "admission/extender-fence.yaml"
@@ -18,7 +18,7 @@ const fencePolicy = "admission/extender-fence.yaml"
 // lease is the extender's Lease held by holder ("" none) after transitions changes of holder
 // (nil: the field unset, as on a Lease never taken over).
 func lease(holder string, transitions *int32) *coordinationv1.Lease {
-	cfg := scheduler.DefaultElectionConfig()
+	cfg := server.DefaultElectionConfig()
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Spec: coordinationv1.LeaseSpec{LeaseTransitions: transitions}}
 	if holder != "" {
@@ -54,17 +54,17 @@ func withParams(r admissionRequest, l *coordinationv1.Lease) admissionRequest {
 func TestExtenderFencePolicyCEL(t *testing.T) {
 	holder := "ext-b@10.0.0.2:8443"
 	current := lease(holder, new(int32(3)))
-	token := scheduler.FenceToken(holder, 3)
+	token := server.FenceToken(holder, 3)
 	hold := withAnnotation(contract.DefaultPreemptionKey, `{"node":"n1"}`)
 	fence := func(tok string) podOption { return withAnnotation(contract.AnnotationFence, tok) }
-	stale := scheduler.FenceToken("ext-a@10.0.0.1:8443", 2)
+	stale := server.FenceToken("ext-a@10.0.0.1:8443", 2)
 	runPolicyCases(t, fencePolicy, []policyCase{
 		{name: "binding under the current token", req: fencedBinding(token, current), allowed: true},
 		{name: "binding of the previous term", req: fencedBinding(stale, current), message: []string{"under fence token " + stale, "is at " + token, "another replica leads"}},
-		{name: "binding of the same holder's earlier term", req: fencedBinding(scheduler.FenceToken(holder, 1), current), message: []string{"is at " + token}},
+		{name: "binding of the same holder's earlier term", req: fencedBinding(server.FenceToken(holder, 1), current), message: []string{"is at " + token}},
 		{name: "binding without a token", req: fencedBinding("", current), message: []string{"without a fence token", "pod default/p"}},
 		{name: "binding after the Lease was released", req: fencedBinding(token, lease("", new(int32(3)))), message: []string{"is at /3"}},
-		{name: "leaseTransitions unset counts 0", req: fencedBinding(scheduler.FenceToken(holder, 0), lease(holder, nil)), allowed: true},
+		{name: "leaseTransitions unset counts 0", req: fencedBinding(server.FenceToken(holder, 0), lease(holder, nil)), allowed: true},
 		{name: "no Lease: election off, nothing checked", req: fencedBinding("", nil), allowed: true},
 		{name: "kube-scheduler's own binding", req: func() admissionRequest {
 			r := fencedBinding("", current)
@@ -98,7 +98,7 @@ func TestExtenderPodsAdmitsFence(t *testing.T) {
 // annotations it fences are the contract's.
 func TestExtenderFencePolicyParam(t *testing.T) {
 	p, b := readPolicy(t, fencePolicy)
-	cfg := scheduler.DefaultElectionConfig()
+	cfg := server.DefaultElectionConfig()
 	if k := p.Spec.ParamKind; k == nil || k.APIVersion != "coordination.k8s.io/v1" || k.Kind != "Lease" {
 		t.Errorf("paramKind %+v, want coordination.k8s.io/v1 Lease", k)
 	}
@@ -116,7 +116,7 @@ func TestExtenderFencePolicyParam(t *testing.T) {
 func BenchmarkBindingAdmission(b *testing.B) {
 	holder := "ext-b@10.0.0.2:8443"
 	current := lease(holder, new(int32(3)))
-	req := fencedBinding(scheduler.FenceToken(holder, 3), current)
+	req := fencedBinding(server.FenceToken(holder, 3), current)
 	for _, file := range []string{fencePolicy, "admission/extender-pods.yaml"} {
 		b.Run(file, func(b *testing.B) {
 			p := compilePolicy(b, file).prepare(b, req)

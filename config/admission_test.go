@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/draconvert"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // TestAdmissionPolicies checks the shipped admission policies against the contract and the RBAC
@@ -37,10 +39,10 @@ func TestAdmissionPolicies(t *testing.T) {
 	}{
 		{"extender", "admission/extender-pods.yaml", "extender/rbac.yaml", map[string][]string{"placementAnnotations": placement, "preemptionAnnotation": {contract.DefaultPreemptionKey},
 			"fenceAnnotation": {contract.AnnotationFence}, "preemptedByAnnotation": {contract.AnnotationPreemptedBy}, "resource": {contract.DefaultResourceName},
-			"protectedPriority": {strconv.Itoa(int(scheduler.ProtectedPriority))}}, nil},
+			"protectedPriority": {strconv.Itoa(int(preempt.ProtectedPriority))}}, nil},
 		{"extender-fence", "admission/extender-fence.yaml", "extender/rbac.yaml", map[string][]string{"fenceAnnotation": {contract.AnnotationFence},
 			"fencedAnnotations": append([]string{contract.AnnotationFence, contract.DefaultPreemptionKey, contract.AnnotationPreemptedBy}, placement...)}, nil},
-		{"extender-leases", "admission/extender-leases.yaml", "extender/rbac.yaml", map[string][]string{"leaseName": {scheduler.DefaultElectionConfig().Name}}, nil},
+		{"extender-leases", "admission/extender-leases.yaml", "extender/rbac.yaml", map[string][]string{"leaseName": {server.DefaultElectionConfig().Name}}, nil},
 		{"share-plugin-pods", "admission/share-plugin-pods.yaml", "share-plugin/rbac.yaml", map[string][]string{"pluginAnnotations": plugin}, nil},
 		{"share-plugin-nodes", "admission/share-plugin-nodes.yaml", "share-plugin/rbac.yaml", map[string][]string{
 			"inventoryAnnotation": {contract.DefaultNodeGPUsKey}, "countResource": {contract.DefaultCountName}}, nil},
@@ -54,7 +56,8 @@ func TestAdmissionPolicies(t *testing.T) {
 			"maxGPUs":              {strconv.Itoa(contract.MaxGPUsPerContainer)},
 			"maxModels":            {strconv.Itoa(contract.MaxModelEntries)},
 			"maxModelEntryLength":  {strconv.Itoa(contract.MaxModelEntryLength)},
-		}, []string{contract.DefaultResourceName, contract.DefaultGPUsPerContainer, contract.DefaultModelKey, contract.DefaultCoreKey, contract.DefaultPreemptionKey}},
+		}, []string{contract.DefaultResourceName, contract.DefaultGPUsPerContainer, contract.DefaultModelKey, contract.DefaultCoreKey, contract.DefaultPreemptionKey,
+			draconvert.AnnotationConverted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			policy, binding := readPolicy(t, tc.file)

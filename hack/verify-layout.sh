@@ -7,7 +7,10 @@
 #  - the extender's wire codec (pkg/scheduler/wire) and placement are fenced both ways: neither
 #    depends on the other (the codec writes gpumem.FitError, which placement.FitError is);
 #  - serving and HA (pkg/scheduler/server) know nothing of the extender: they depend on no
-#    package of this module (pkg/scheduler wraps its verbs with them, never the other way).
+#    package of this module (pkg/scheduler wraps its verbs with them, never the other way);
+#  - preemption (pkg/scheduler/preempt) and the leader's fenced writes (pkg/scheduler/fence)
+#    never depend on the extender (pkg/scheduler), which holds and calls them; the fence does not
+#    depend on preemption either.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -39,4 +42,11 @@ if bad=$(go list -deps ./pkg/scheduler/server | grep '^github.com/gpushare/gpush
 	echo "verify-layout: pkg/scheduler/server depends on $(echo "$bad" | tr '\n' ' ')(serving and HA know nothing of the extender)"
 	fail=1
 fi
+for pair in ./pkg/scheduler/preempt:pkg/scheduler ./pkg/scheduler/fence:pkg/scheduler ./pkg/scheduler/fence:pkg/scheduler/preempt; do
+	pkg=${pair%%:*} fenced=github.com/gpushare/gpushare/${pair#*:}
+	if go list -deps "$pkg" | grep -qx "$fenced"; then
+		echo "verify-layout: $pkg depends on $fenced (the extender holds preemption and the fence, never the other way)"
+		fail=1
+	fi
+done
 exit $fail

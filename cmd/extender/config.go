@@ -12,6 +12,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
@@ -133,7 +134,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.election.Identity, "leader-elect-identity", c.election.Identity, "this replica's name in the Lease (default: $POD_NAME, else the host name)")
 	fs.StringVar(&c.election.Address, "leader-elect-advertise-address", "", "host:port the other replicas reach this one at, to forward the verbs while it leads (default: --address when it names a host, else $POD_IP with --address's port)")
 	fs.BoolVar(&c.preemption, "gpu-preemption", c.preemption, "a pod asking gpu-mem that fits no card evicts (Eviction API) the fewest lower-priority pods from the one card where that costs least, and the freed memory is held for it (docs/design.md, Preemption); false: kube-scheduler's own preemption, which sees gpu-mem only as a node total")
-	fs.StringVar(&c.holdKeyFile, "hold-key-file", "", fmt.Sprintf("file of at least %d bytes, the same for every replica (a Secret): the key that signs the preemption holds written on pods, so that the extender honours only its own (a restarted extender or a new leader keeps them); empty: a random key of this process, and holds do not survive a restart or a failover", scheduler.MinHoldKeyBytes))
+	fs.StringVar(&c.holdKeyFile, "hold-key-file", "", fmt.Sprintf("file of at least %d bytes, the same for every replica (a Secret): the key that signs the preemption holds written on pods, so that the extender honours only its own (a restarted extender or a new leader keeps them); empty: a random key of this process, and holds do not survive a restart or a failover", preempt.MinHoldKeyBytes))
 	fs.BoolVar(&c.forward, "forward-to-leader", c.forward, "a follower forwards filter, prioritize, bind and preempt to the leader over mutual TLS (its serving certificate as client certificate), so that any replica can be called; false: followers answer filter and prioritize from their own caches and refuse binds")
 	fs.DurationVar(&c.election.LeaseDuration, "leader-elect-lease-duration", c.election.LeaseDuration, "how long a leader's Lease holds without renewal")
 	fs.DurationVar(&c.election.RenewDeadline, "leader-elect-renew-deadline", c.election.RenewDeadline, "how long a leader tries to renew before it stops binding")

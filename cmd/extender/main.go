@@ -28,6 +28,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/cache/feed"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
 	"github.com/gpushare/gpushare/pkg/version"
 )
@@ -164,7 +165,7 @@ func holdKeyOption(cfg *config, logger klog.Logger) ([]scheduler.Option, error) 
 		}
 		return nil, nil
 	}
-	key, err := scheduler.LoadHoldKey(cfg.holdKeyFile)
+	key, err := preempt.LoadHoldKey(cfg.holdKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--hold-key-file: %w", err)
 	}

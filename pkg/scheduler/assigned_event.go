@@ -21,7 +21,7 @@ const ReasonGPUAssigned = "GPUAssigned"
 // `kubectl describe pod` shows. Recording is asynchronous (client-go's broadcaster), so a slow
 // or failing events API never delays a bind. Why no node fits needs no event of ours:
 // kube-scheduler's FailedScheduling event carries filter's per-node reasons, summarised.
-func WithEventRecorder(r events.EventRecorder) Option { return func(e *Extender) { e.recorder = r } }
+func WithEventRecorder(r events.EventRecorder) Option { return func(o *options) { o.ext.recorder = r } }
 
 // WithEventRate bounds the GPUAssigned events to qps per second with bursts of burst; Bind
 // drops the events over it (gpushare_events_dropped_total counts them). Without a bound, a
@@ -29,7 +29,7 @@ func WithEventRecorder(r events.EventRecorder) Option { return func(e *Extender)
 // (docs/design.md, Throughput), and client-go's broadcaster, whose client waits for its own
 // rate limit, keeps a goroutine and a copy of the event per waiting event.
 func WithEventRate(qps float32, burst int) Option {
-	return func(e *Extender) { e.eventRate = flowcontrol.NewTokenBucketRateLimiter(qps, burst) }
+	return func(o *options) { o.ext.eventRate = flowcontrol.NewTokenBucketRateLimiter(qps, burst) }
 }
 
 // recordAssigned records the GPUAssigned event of a pod bound to node with the placement

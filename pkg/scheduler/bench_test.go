@@ -45,7 +45,7 @@ type benchCluster struct {
 	args  *extenderv1.ExtenderArgs
 }
 
-func newBenchCluster(b *testing.B, n int, policyName string) *benchCluster {
+func newBenchCluster(b *testing.B, n int, policyName string, opts ...Option) *benchCluster {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(uint64(n), 42)) //nolint:gosec // G115: n is a positive cluster size
 	c := cache.New(contract.DefaultNames(), klog.Background())
@@ -75,7 +75,7 @@ func newBenchCluster(b *testing.B, n int, policyName string) *benchCluster {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ext := NewExtender(c, api, policy, contract.DefaultNames())
+	ext := NewExtender(c, api, policy, contract.DefaultNames(), opts...)
 	ext.Relearn() // a learning policy starts from the pods running, as after a restart
 	return &benchCluster{
 		ext:   ext,
@@ -299,8 +299,7 @@ func BenchmarkHTTPFilterPrioritizeLatency(b *testing.B) {
 // so that only the filter pass and the wire are measured.
 func BenchmarkHTTPFilterUnfit(b *testing.B) {
 	const nodes = 5000
-	bc := newBenchCluster(b, nodes, policies.Default)
-	bc.ext.filterChooses, bc.ext.preemption = true, false
+	bc := newBenchCluster(b, nodes, policies.Default, WithFilterChoosing(true), WithPreemption(false))
 	h := NewHandler(bc.ext, func() bool { return true }, HandlerConfig{MaxBody: 64 << 20}, klog.Background())
 	post := poster(b, h)
 	pod := st.MakePod().Name("unfit").GPUMem(100).Obj()

@@ -32,7 +32,7 @@ var (
 
 // WithNodeLister lets Bind check the pod against the node's labels and taints (the informer's
 // nodes); without it Bind checks only that the extender knows the node.
-func WithNodeLister(l corelisters.NodeLister) Option { return func(e *Extender) { e.nodes = l } }
+func WithNodeLister(l corelisters.NodeLister) Option { return func(o *options) { o.ext.nodes = l } }
 
 // checkBind refuses to bind pod to nodeName unless the pod asks GPU memory (req), the node is
 // known, the pod's CPU and memory requests fit in the node's allocatable less the requests of
@@ -41,14 +41,9 @@ func WithNodeLister(l corelisters.NodeLister) Option { return func(e *Extender) 
 // kube-scheduler's NodeAffinity and TaintToleration filters would. The node's pod count,
 // ports, volumes and extended resources other than GPU memory are not checked: the kubelet
 // refuses a pod over its pod limit or asking what the node lacks at admission (docs/security.md).
-func (e *Extender) checkBind(pod *v1.Pod, req *contract.PodRequest, nodeName string) error {
-	info, ok := e.cache.Node(nodeName)
-	return e.checkBindOn(pod, req, nodeName, info, ok)
-}
-
-// checkBindOn is checkBind on info, the node as the caller read it from the cache (ok: the
-// cache knows it), so that a bind reads its node once.
-func (e *Extender) checkBindOn(pod *v1.Pod, req *contract.PodRequest, nodeName string, info *placement.NodeInfo, ok bool) error {
+// The node's CPU and memory are those of info, the node as the caller read it from the cache
+// (ok: the cache knows it), so that a bind reads its node once.
+func (e *Extender) checkBind(pod *v1.Pod, req *contract.PodRequest, nodeName string, info *placement.NodeInfo, ok bool) error {
 	if req.Empty() {
 		return fmt.Errorf("bind %s: %w (it asks no %s)", klog.KObj(pod), ErrNotManaged, e.names.Resource)
 	}

@@ -1,18 +1,21 @@
 package scheduler
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // Extender answers kube-scheduler's filter, prioritize, bind and preempt calls. Every verb
@@ -25,11 +28,15 @@ type Extender struct {
 	metrics *Metrics
 	now     func() time.Time
 	buffers bufferPool
-	// settleOpts and inflight settle binds whose outcome is unknown (settle.go).
+	// verbs are verbTable's, built once.
+	verbs [numVerbs]verb
+	// settleOpts and inflight settle binds whose outcome is unknown (bind.go).
 	settleOpts SettleOptions
 	inflight   inflight
-	// leadership, if set, lets this replica bind only while it leads (leadership.go, server.Elector).
-	leadership Leadership
+	// leadership, if set, lets this replica bind only while it leads (server.Elector); fence
+	// writes under the fence of the term it leads in.
+	leadership server.Leadership
+	fence      fence.Writer
 	// nodes, if set, are the API's nodes, for Bind's checks of labels and taints.
 	nodes corelisters.NodeLister
 	// pods, if set, are the API's pods as the informer has them: Bind reads its pod there.
@@ -41,25 +48,10 @@ type Extender struct {
 	// eventRate, if set, bounds how many per second (the others are dropped and counted).
 	recorder  events.EventRecorder
 	eventRate flowcontrol.RateLimiter
-	// preemption turns GPU preemption on (preempt.go); holds keeps freed cards for their
-	// preemptors; preempting marks the pods whose preemption is in progress, and
-	// preemptionEvents when each pod last got a GPUPreemptionFailed event of a reason.
-	preemption       bool
-	holds            *holdSet
-	preempting       sync.Map
-	preemptionEvents sync.Map
-	// preemptionsDeferred is when each pod's preemption was last put off (preempt_plan.go).
-	preemptionsDeferred sync.Map
-	// planning serialises planning a preemption with writing its hold and putting it in force
-	// (preempt_plan.go), so that each plan sees the holds of the plans before it: a semaphore of
-	// one, which a caller stops waiting for when its context ends. It guards no data of its own.
-	planning chan struct{}
-	// holdKey signs and verifies the holds (hold_mac.go).
-	holdKey []byte
-	// holdsLed is whether this replica led at the last look (a new leader rebuilds the holds);
-	// holdsSwept when the holds were last checked against the API's pods (unix nanoseconds).
-	holdsLed   atomic.Bool
-	holdsSwept atomic.Int64
+	// preempt is the GPU preemption; holds are its holds, which the verbs' views overlay
+	// where their verb says so (nodeView).
+	preempt *preempt.Preemptor
+	holds   overlay
 	// gangs gathers the binds of a gang PodGroup's quorum (gang.go).
 	gangs gangs
 }
@@ -78,14 +70,22 @@ const (
 )
 
 // Option configures an Extender.
-type Option func(*Extender)
+type Option func(*options)
 
-// WithClock sets the clock used for the assume-time annotation.
-func WithClock(now func() time.Time) Option { return func(e *Extender) { e.now = now } }
+// options are what the Options set: the Extender, and the configuration of its preemption,
+// which NewExtender builds once every option is applied.
+type options struct {
+	ext     *Extender
+	preempt preempt.Config
+}
+
+// WithClock sets the clock used for the assume-time annotation and the preemption holds.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.ext.now = now } }
 
 // WithPodLister lets Bind read the pod from the informer instead of the API server (one call
-// per bind instead of two); a pod the informer lacks is read from the API server.
-func WithPodLister(l corelisters.PodLister) Option { return func(e *Extender) { e.pods = l } }
+// per bind instead of two); a pod the informer lacks is read from the API server. Preemption
+// reads its pods there too and rebuilds its holds from them.
+func WithPodLister(l corelisters.PodLister) Option { return func(o *options) { o.ext.pods = l } }
 
 // WithFilterChoosing makes Filter answer a pod that asks gpu-mem with one node, the one
 // Prioritize would give its top score, instead of every node where it fits. kube-scheduler
@@ -95,19 +95,38 @@ func WithPodLister(l corelisters.PodLister) Option { return func(e *Extender) { 
 // apply to gpu-mem pods; with the shipped weight of 100 they could overrule the extender's
 // choice only in rare cases anyway. When the pod fits no node, Filter says why for each node
 // as without it.
-func WithFilterChoosing(on bool) Option { return func(e *Extender) { e.filterChooses = on } }
+func WithFilterChoosing(on bool) Option { return func(o *options) { o.ext.filterChooses = on } }
+
+// WithLeadership makes the extender bind only while l says it leads.
+func WithLeadership(l server.Leadership) Option { return func(o *options) { o.ext.leadership = l } }
+
+// WithPreemption turns the extender's GPU preemption on or off (on by default).
+func WithPreemption(on bool) Option { return func(o *options) { o.preempt.Enabled = on } }
+
+// WithHoldKey sets the key that signs and verifies preemption holds (preempt.LoadHoldKey);
+// replicas must share it for a new leader or a restarted extender to honour the holds written
+// before. Without it the extender signs with a random key of its own process.
+func WithHoldKey(key []byte) Option {
+	return func(o *options) { o.preempt.HoldKey = append([]byte(nil), key...) }
+}
 
 // NewExtender returns an extender over c that binds through client.
 func NewExtender(c cache.Cache, client kubernetes.Interface, policy placement.Policy, names contract.Names, opts ...Option) *Extender {
 	e := &Extender{cache: c, client: client, policy: policy, names: names, now: time.Now, metrics: NewMetrics(),
-		settleOpts: DefaultSettleOptions(), preemption: true, planning: make(chan struct{}, 1)}
-	for _, o := range opts {
-		o(e)
+		settleOpts: DefaultSettleOptions(), verbs: verbTable()}
+	o := options{ext: e, preempt: preempt.Config{Enabled: true}}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	e.holds = newHoldSet(func() time.Time { return e.now() })
-	if len(e.holdKey) == 0 {
-		e.holdKey = randomHoldKey()
+	e.fence = fence.NewWriter(client, e.leadership)
+	cfg := o.preempt
+	cfg.Client, cfg.Pods, cfg.Leadership, cfg.Names = client, e.pods, e.leadership, names
+	cfg.Recorder, cfg.Now, cfg.Metrics = e.recorder, e.now, e.metrics.preempt
+	cfg.Admits = func(pod *v1.Pod, req *contract.PodRequest, node *placement.NodeInfo) bool {
+		return e.checkBind(pod, req, node.Name, node, true) == nil
 	}
+	e.preempt = preempt.New(cfg)
+	e.holds = e.preempt.Holds()
 	return e
 }
 
@@ -117,11 +136,9 @@ func (e *Extender) Policy() placement.Policy { return e.policy }
 // Metrics returns the extender's counters.
 func (e *Extender) Metrics() *Metrics { return e.metrics }
 
-// WithLeadership makes the extender bind only while l says it leads.
-func WithLeadership(l Leadership) Option { return func(e *Extender) { e.leadership = l } }
-
-// Leading reports whether this replica binds: it leads, or runs without leader election.
-func (e *Extender) Leading() bool { return e.leadership == nil || e.leadership.Leading() }
-
 // Cache returns the extender's cache (read-only use: inspect).
 func (e *Extender) Cache() cache.Cache { return e.cache }
+
+// RebuildHolds puts in force the preemption holds the API's pods carry (a restarted extender;
+// preempt.Preemptor.RebuildHolds). Call it once the informers have synced.
+func (e *Extender) RebuildHolds(logger klog.Logger) error { return e.preempt.RebuildHolds(logger) }

@@ -14,34 +14,36 @@ import (
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // stubFencer leads with a fixed fence.
-type stubFencer struct{ fence scheduler.Fence }
+type stubFencer struct{ fence server.Fence }
 
-func (s stubFencer) Leading() bool                  { return true }
-func (s stubFencer) Leader() string                 { return "a" }
-func (s stubFencer) Fence() (scheduler.Fence, bool) { return s.fence, true }
+func (s stubFencer) Leading() bool               { return true }
+func (s stubFencer) Leader() string              { return "a" }
+func (s stubFencer) Fence() (server.Fence, bool) { return s.fence, true }
 
 // TestBindCarriesFence: a fenced leader's Binding carries its token beside the placement
 // annotations; with leader election off (no Fencer) the Binding carries no token. A Binding
 // the API server refuses at the fence (403 from gpushare-extender-fence) is rolled back:
 // the charge goes, and the refusal is counted apart.
 func TestBindCarriesFence(t *testing.T) {
-	fence := scheduler.Fence{Token: "a@10.0.0.1:8443/3", Deadline: time.Now().Add(time.Minute)}
-	refusal := apierrors.NewForbidden(v1.Resource("pods"), "p", errors.New("ValidatingAdmissionPolicy '"+scheduler.FencePolicy+"' with binding '"+scheduler.FencePolicy+"' denied request: stale token"))
+	term := server.Fence{Token: "a@10.0.0.1:8443/3", Deadline: time.Now().Add(time.Minute)}
+	refusal := apierrors.NewForbidden(v1.Resource("pods"), "p", errors.New("ValidatingAdmissionPolicy '"+fence.Policy+"' with binding '"+fence.Policy+"' denied request: stale token"))
 	for _, tc := range []struct {
 		name        string
-		leadership  scheduler.Leadership
+		leadership  server.Leadership
 		refuse      error
 		wantToken   string // "" : no fence annotation
 		wantErr     bool
 		wantRefused float64
 	}{
 		{name: "election off", leadership: nil},
-		{name: "fenced leader", leadership: stubFencer{fence}, wantToken: fence.Token},
-		{name: "refused at the fence", leadership: stubFencer{fence}, refuse: refusal, wantToken: fence.Token, wantErr: true, wantRefused: 1},
-		{name: "refused by another policy", leadership: stubFencer{fence}, refuse: apierrors.NewForbidden(v1.Resource("pods"), "p", errors.New("denied")), wantToken: fence.Token, wantErr: true},
+		{name: "fenced leader", leadership: stubFencer{term}, wantToken: term.Token},
+		{name: "refused at the fence", leadership: stubFencer{term}, refuse: refusal, wantToken: term.Token, wantErr: true, wantRefused: 1},
+		{name: "refused by another policy", leadership: stubFencer{term}, refuse: apierrors.NewForbidden(v1.Resource("pods"), "p", errors.New("denied")), wantToken: term.Token, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}

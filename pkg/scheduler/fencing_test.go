@@ -1,9 +1,7 @@
 package scheduler_test
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,60 +15,22 @@ import (
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
+	servertesting "github.com/gpushare/gpushare/pkg/scheduler/server/testing"
 )
-
-// fakeClock is the fence's clock in these tests: it moves only when told. client-go's own
-// election runs on the real clock, with a retry period long enough that it does not renew
-// while a test steps this one.
-type fakeClock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// shippedElection is the shipped timings (lease 8 s, margin 2 s) with a retry period of 4 s:
-// after acquiring the Lease, client-go writes it again only 4 s later (real time). The fence
-// lag is 0 (TestElectorFenceLag has its own): the fake clock moves only when told.
-func shippedElection(identity string) server.ElectionConfig {
-	cfg := server.DefaultElectionConfig()
-	cfg.Identity, cfg.RetryPeriod, cfg.FenceLag = identity, 4*time.Second, 0
-	return cfg
-}
-
-// runElector runs el until the test ends.
-func runElector(ctx context.Context, t *testing.T, el *server.Elector) {
-	t.Helper()
-	ctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = el.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
-}
 
 // leadingElector runs an elector with clock on client's Leases until the test ends and
 // returns it once it leads.
-func leadingElector(t *testing.T, client *fake.Clientset, clock *fakeClock) *server.Elector {
+func leadingElector(t *testing.T, client *fake.Clientset, clock *servertesting.FakeClock) *server.Elector {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
-	el, err := server.NewElector(client, shippedElection("a"), server.WithElectorClock(clock.Now))
+	el, err := server.NewElector(client, servertesting.ShippedElection("a"), server.WithElectorClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runElector(ctx, t, el)
-	waitFor(t, "the elector to lead", el.Leading)
+	servertesting.RunElector(ctx, t, el)
+	servertesting.WaitFor(t, "the elector to lead", el.Leading)
 	return el
 }
 
@@ -93,7 +53,7 @@ func TestElectorFence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}
 			e := newEnv(t, "binpack", nodes, st.MakePod().Name("p").GPUMem(4).Obj())
-			clock := newFakeClock()
+			clock := servertesting.NewFakeClock()
 			el := leadingElector(t, e.client, clock)
 			clock.Step(tt.paused)
 			if got := el.Leading(); got != tt.wantLeading {
@@ -108,7 +68,7 @@ func TestElectorFence(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, scheduler.ErrNotLeader) {
+			if !errors.Is(err, fence.ErrNotLeader) {
 				t.Fatalf("Bind() = %v, want ErrNotLeader", err)
 			}
 			assertUnbound(t, e, "p")
@@ -122,7 +82,7 @@ func TestElectorFence(t *testing.T) {
 func TestBindFencedAtWrite(t *testing.T) {
 	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}
 	e := newEnv(t, "binpack", nodes, st.MakePod().Name("p").GPUMem(4).Obj())
-	clock := newFakeClock()
+	clock := servertesting.NewFakeClock()
 	el := leadingElector(t, e.client, clock)
 	// The extender reads its own clock once, after charging the card and before the write
 	// (the assume-time annotation): the replica "pauses" there for 10 s.
@@ -130,7 +90,7 @@ func TestBindFencedAtWrite(t *testing.T) {
 	ext := scheduler.NewExtender(e.cache, e.client, newPolicy(t, "binpack"), contract.DefaultNames(),
 		scheduler.WithLeadership(el), scheduler.WithClock(paused))
 	e.client.ClearActions()
-	if err := ext.Bind(e.ctx, bindArgs("p", "n1")); !errors.Is(err, scheduler.ErrNotLeader) {
+	if err := ext.Bind(e.ctx, bindArgs("p", "n1")); !errors.Is(err, fence.ErrNotLeader) {
 		t.Fatalf("Bind() = %v, want ErrNotLeader", err)
 	}
 	assertUnbound(t, e, "p")
@@ -145,7 +105,7 @@ func TestBindFencedAtWrite(t *testing.T) {
 func TestSettleFenced(t *testing.T) {
 	nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Obj()}
 	e := newEnv(t, "binpack", nodes, st.MakePod().Name("p").GPUMem(4).Obj())
-	clock := newFakeClock()
+	clock := servertesting.NewFakeClock()
 	// The first Binding times out, and the replica is paused for 10 s right after. (Added before
 	// the elector runs: the fake's reactors may not change while its renewals call it.)
 	e.client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {

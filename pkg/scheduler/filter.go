@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
 	"github.com/gpushare/gpushare/pkg/scheduler/wire"
 )
 
@@ -43,7 +44,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		use(&wire.FilterAnswer{Args: args, Names: names, Err: "filter: request has no pod"})
 		return
 	}
-	e.maintainHolds(logger)
+	e.preempt.MaintainHolds(logger)
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
 	answer := &wire.FilterAnswer{Args: args, Names: names, Passed: buf.fits, Failures: buf.failures}
@@ -72,7 +73,6 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		clear(buf.fits) // fits nowhere: say why below, without planning again
 		knownUnfit = true
 	}
-	failures := buf.failures
 	var sums *placement.Summaries // each node's own reason is only logged, at V(4)
 	if !logger.V(4).Enabled() {
 		sums = placement.NewSummaries(&req, e.names.UnitLabel())
@@ -84,17 +84,17 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
 			view.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
 				if fe := e.check(d, node, &plan, knownUnfit, sums); fe != nil {
-					failures[lo+i] = fe
+					buf.failures[lo+i] = fe
 				}
 			})
 		})
 	}
-	passed := e.tally(logger, args.Pod, names, failures, buf.fits)
+	passed := e.tally(logger, args.Pod, names, buf.failures, buf.fits)
 	if passed == 0 && !req.Empty() {
-		if h, held := e.holds.of(args.Pod.UID); held {
+		if h, held := e.preempt.Holds().Of(args.Pod.UID); held {
 			answer.Err = waitingForVictims(h)
-		} else if e.preemption {
-			e.preemptInBackground(ctx, args.Pod, &req, names, failures)
+		} else {
+			e.preempt.InBackground(ctx, args.Pod, &req, names, buf.failures, e.nodeView(verbPreempt, args.Pod.UID))
 		}
 	}
 	use(answer)
@@ -132,7 +132,7 @@ func (e *Extender) tally(logger klog.Logger, pod *v1.Pod, names []string, failur
 // the victim's deletion, the one event there is, may reach kube-scheduler before this
 // extender's cache has seen it (the pod then waited up to kube-scheduler's 5 min for
 // unschedulable pods).
-func waitingForVictims(h hold) string {
+func waitingForVictims(h preempt.HoldRecord) string {
 	return fmt.Sprintf("GPU memory: GPU %d of node %s is held for this pod until its preempted pods release it (%s); retry",
 		h.GPU, h.Node, strings.Join(h.Victims, ", "))
 }

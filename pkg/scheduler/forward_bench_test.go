@@ -26,8 +26,7 @@ func BenchmarkForwardedFilter(b *testing.B) {
 	leaderSrv.StartTLS()
 	b.Cleanup(leaderSrv.Close)
 
-	follower := newBenchCluster(b, 1000, "binpack")
-	follower.ext.leadership = &stubLeadership{}
+	follower := newBenchCluster(b, 1000, "binpack", WithLeadership(&stubLeadership{}))
 	fcfg := &server.ForwardConfig{Leader: func() string { return leaderSrv.Listener.Addr().String() }, Transport: leaderSrv.Client().Transport, Self: "follower"}
 	followerSrv := httptest.NewUnstartedServer(NewHandler(follower.ext, func() bool { return true }, HandlerConfig{MaxBody: 64 << 20, Forward: fcfg}, klog.Background()))
 	followerSrv.EnableHTTP2 = true

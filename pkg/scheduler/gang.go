@@ -40,7 +40,7 @@ const DefaultGangWait = 10 * time.Second
 var ErrGangUnfit = errors.New("gang not bound: all or nothing")
 
 // WithGangWait sets how long the binds of a gang's quorum wait for each other (DefaultGangWait).
-func WithGangWait(d time.Duration) Option { return func(e *Extender) { e.gangs.wait = d } }
+func WithGangWait(d time.Duration) Option { return func(o *options) { o.ext.gangs.wait = d } }
 
 // gangs are the rounds of gang binds gathering, by PodGroup.
 type gangs struct {
@@ -96,13 +96,6 @@ func (e *Extender) BindGang(ctx context.Context, args *extenderv1.ExtenderBindin
 		e.cache.ForgetPod(pod.UID)
 	}
 	return err
-}
-
-// busy reports whether a bind or settling of uid is under way.
-func (f *inflight) busy(uid types.UID) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.pods[uid] != nil
 }
 
 // gather adds m to its gang's round and waits for the round to close; nil means m's card is
@@ -183,7 +176,7 @@ func (e *Extender) chargeGang(ctx context.Context, key string, members []gangMem
 	charged := make([]types.UID, 0, len(members))
 	for _, m := range members {
 		t := e.targetOf(m.pod, m.node)
-		err := e.checkBindOn(m.pod, &m.req, m.node, t.node, t.node != nil)
+		err := e.checkBind(m.pod, &m.req, m.node, t.node, t.node != nil)
 		if err == nil {
 			_, err = e.assume(ctx, m.pod, &m.req, t)
 		}

@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
 	"github.com/gpushare/gpushare/pkg/scheduler/wire"
 	"github.com/gpushare/gpushare/pkg/version"
@@ -31,8 +34,9 @@ const DefaultMaxBodyBytes = 16 << 20
 const MaxNodeNames = 25000
 
 // verb is one call kube-scheduler makes on the extender, as the extender serves it. Every verb
-// is declared once, in verbTable: the routes (NewHandler), the forwarding of a follower's calls
-// and the view of the cache each verb places on (Extender.nodeView) all read it there.
+// is declared once, in verbTable, which NewExtender builds once (Extender.verbs): the routes
+// (NewHandler), the forwarding of a follower's calls and the view of the cache each verb places
+// on (Extender.nodeView) all read it there.
 type verb struct {
 	// name is the verb's path under Prefix, and its label in
 	// gpushare_extender_request_duration_seconds and gpushare_forwarded_requests_total.
@@ -44,13 +48,13 @@ type verb struct {
 	// forward is how a follower forwards the verb to the leader (zero: never).
 	forward server.Forwarding
 	// holds: other pods' preemption holds count as used on their cards in what the verb sees
-	// (nodeView; holds.go), so that no verb hands a held card to another pod.
+	// (nodeView; preempt.Holds), so that no verb hands a held card to another pod.
 	holds bool
 }
 
 // verbTable declares the extender's verbs. Adding one is an entry here (and its verbID in
 // extender.go) plus its handler below; its Extender method takes its view of the cache with
-// Extender.nodeView.
+// Extender.nodeView. NewExtender builds the table once, into Extender.verbs.
 //
 // A follower forwards every verb to the leader, whose cache holds the pods it has assumed: a
 // filter, prioritize or preempt the leader cannot answer in time is answered from the
@@ -63,8 +67,8 @@ func verbTable() [numVerbs]verb {
 		verbFilter:     {name: "filter", serve: (*Handler).filter, forward: leaderFirst, holds: true},
 		verbPrioritize: {name: "prioritize", serve: (*Handler).prioritize, forward: leaderFirst, holds: true},
 		verbBind:       {name: "bind", serve: (*Handler).bind, forward: leaderOnly, holds: true},
-		// The preemption planner (preempt_plan.go) overlays the holds itself for now: it also
-		// counts the pods evicted for them as leaving their cards.
+		// The preemption planner (package preempt) places through this verb's view, whether
+		// the preemption came from this verb or from filter's background.
 		verbPreempt: {name: "preempt", serve: (*Handler).preempt, forward: leaderFirst, holds: true},
 	}
 }
@@ -131,7 +135,7 @@ func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 	state.MustRegister(newStateCollector(ext))
 	h.metricsHandler = &metricsHandler{gatherer: prometheus.Gatherers{ext.metrics.registry, state}, ext: ext, logger: logger, ttl: cfg.MetricsTTL}
 	r := httprouter.New()
-	for _, v := range verbTable() {
+	for _, v := range ext.verbs {
 		r.POST(Prefix+"/"+v.name, h.route(v))
 	}
 	r.GET(Prefix+"/inspect", h.authenticated(h.inspectAll))
@@ -316,4 +320,17 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		return
 	}
 	server.WriteJSON(w, http.StatusOK, report)
+}
+
+// notLeaderAnswer is fence.ErrNotLeader when a bind answer is a refusal for not leading, nil
+// otherwise: a follower that forwarded the bind then looks for the new leader.
+func notLeaderAnswer(answer []byte) error {
+	if !bytes.Contains(answer, []byte(fence.ErrNotLeader.Error())) {
+		return nil
+	}
+	var res extenderv1.ExtenderBindingResult
+	if wire.Decode(answer, &res) == nil && strings.Contains(res.Error, fence.ErrNotLeader.Error()) {
+		return fence.ErrNotLeader
+	}
+	return nil
 }

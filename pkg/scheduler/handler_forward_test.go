@@ -19,6 +19,7 @@ import (
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
@@ -58,8 +59,7 @@ func forwardPair(t *testing.T, fcfg server.ForwardConfig) (leader, follower *rep
 		r := &replica{lead: &stubLeadership{}}
 		r.lead.leading.Store(leading)
 		r.forwardTo("")
-		ext, api := extenderOn(logger, nodes, pods)
-		ext.leadership = r.lead
+		ext, api := extenderOn(logger, nodes, pods, WithLeadership(r.lead))
 		r.ext, r.api = ext, api
 		hcfg := HandlerConfig{MaxBody: testBodyLimit}
 		if fcfg != nil {
@@ -154,7 +154,7 @@ func TestFollowerWithoutLeader(t *testing.T) {
 	start := time.Now()
 	_, _, body = do(t, follower.srv, http.MethodPost, Prefix+"/bind", bindP)
 	waited := time.Since(start)
-	if msg := bindResult(t, body); !strings.Contains(msg, ErrNotLeader.Error()) {
+	if msg := bindResult(t, body); !strings.Contains(msg, fence.ErrNotLeader.Error()) {
 		t.Errorf("bind with no leader = %q, want a refusal as not the leader", msg)
 	}
 	if waited < 300*time.Millisecond {
@@ -209,7 +209,7 @@ func TestForwardedIsNotForwardedAgain(t *testing.T) {
 	a, b := forwardPair(t, server.ForwardConfig{BindWait: 400 * time.Millisecond})
 	a.lead.leading.Store(false) // neither leads; b forwards to a
 	_, _, body := do(t, b.srv, http.MethodPost, Prefix+"/bind", bindP)
-	if msg := bindResult(t, body); !strings.Contains(msg, ErrNotLeader.Error()) {
+	if msg := bindResult(t, body); !strings.Contains(msg, fence.ErrNotLeader.Error()) {
 		t.Errorf("bind = %q, want a refusal as not the leader", msg)
 	}
 	if got := forwardCount(t, b, "bind", server.ForwardFailed); got < 2 {

@@ -91,7 +91,7 @@ func fakeAPIWithBinding(objs ...runtime.Object) *fake.Clientset {
 
 // extenderOn returns a binpack extender whose cache holds nodes and the bound pods among pods,
 // and whose fake API holds pods; the clock is fixedNow.
-func extenderOn(logger klog.Logger, nodes []*v1.Node, pods []*v1.Pod) (*Extender, *fake.Clientset) {
+func extenderOn(logger klog.Logger, nodes []*v1.Node, pods []*v1.Pod, opts ...Option) (*Extender, *fake.Clientset) {
 	objs := make([]runtime.Object, 0, len(pods))
 	c := cache.New(contract.DefaultNames(), logger)
 	for _, n := range nodes {
@@ -102,7 +102,7 @@ func extenderOn(logger klog.Logger, nodes []*v1.Node, pods []*v1.Pod) (*Extender
 		c.SetPod(p)
 	}
 	api := fakeAPIWithBinding(objs...)
-	return NewExtender(c, api, placement.Binpack{}, contract.DefaultNames(), WithClock(fixedNow)), api
+	return NewExtender(c, api, placement.Binpack{}, contract.DefaultNames(), append([]Option{WithClock(fixedNow)}, opts...)...), api
 }
 
 // routeFixture is the state the route tests run on:
@@ -454,10 +454,9 @@ func TestReadyzLeader(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			nodes, pods := routeFixture()
-			ext, _ := extenderOn(logger, nodes, pods)
 			lead := &stubLeadership{}
 			lead.leading.Store(tt.leading)
-			ext.leadership = lead
+			ext, _ := extenderOn(logger, nodes, pods, WithLeadership(lead))
 			srv := httptest.NewServer(NewHandler(ext, func() bool { return tt.synced }, HandlerConfig{MaxBody: testBodyLimit}, logger))
 			defer srv.Close()
 			if status, _, body := do(t, srv, http.MethodGet, "/readyz", ""); status != tt.wantReadyz {

@@ -3,27 +3,14 @@ package scheduler_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
 )
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
 
 // follower never leads.
 type follower struct{}
@@ -38,7 +25,7 @@ func TestFollowerRefusesBinds(t *testing.T) {
 	e := newEnv(t, "binpack", nodes, st.MakePod().Name("p").GPUMem(4).Obj())
 	ext := scheduler.NewExtender(e.cache, e.client, newPolicy(t, "binpack"), contract.DefaultNames(), scheduler.WithLeadership(follower{}))
 	err := ext.Bind(e.ctx, bindArgs("p", "n1"))
-	if !errors.Is(err, scheduler.ErrNotLeader) {
+	if !errors.Is(err, fence.ErrNotLeader) {
 		t.Fatalf("Bind() on a follower = %v, want ErrNotLeader", err)
 	}
 	if got := e.apiPod(t, "p"); got.Spec.NodeName != "" || len(got.Annotations) != 0 {

@@ -4,20 +4,10 @@ import (
 	"context"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
-
-// learn tells a learning policy about a pod the extender bound, once per pod: the caller is a
-// bind or settler of the pod under way (inflight), and only the first to see it bound teaches.
-func (e *Extender) learn(pod *v1.Pod, req *contract.PodRequest) {
-	if l, ok := e.policy.(placement.Learner); ok && !req.Empty() && e.inflight.learnOnce(pod.UID) {
-		l.Observe(req, podResources(pod))
-	}
-}
 
 // Relearn rebuilds a learning policy's distribution from the pods in the cache. Call it once
 // the informers have synced (after a restart the pods already running are the best sample of

@@ -12,26 +12,38 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/gpumem"
 	"github.com/gpushare/gpushare/pkg/placement"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
 )
 
 // A pass is a verb's walk over the candidate nodes: it sees them through the verb's nodeView,
 // walks them in parallel chunks (parallelize) with its working memory from a pool
-// (pass_buffers.go), and weighs the pod as placement does (podResources).
+// (passBuffers), and weighs the pod as placement does (podResources).
+
+// overlay is what a verb's view lays over the cache's snapshots: the preemption holds
+// (preempt.Holds).
+type overlay interface {
+	// Empty reports whether there is nothing to lay over (one atomic load).
+	Empty() bool
+	// View is node as the pod of uid sees it; node itself when nothing changes it.
+	View(node *placement.NodeInfo, pod types.UID) *placement.NodeInfo
+}
 
 // nodeView is the cache's nodes as one verb sees them for one pod: where the verb's entry says
 // holds apply, other pods' preemption holds count as used on their cards; the pod's own hold
-// does not (holdSet.view).
+// does not (preempt.Holds.View). It is also preemption's view (preempt.View).
 type nodeView struct {
 	cache cache.Cache
 	// holds, if set, are overlaid on every node.
-	holds *holdSet
+	holds overlay
 	pod   types.UID
 }
+
+var _ preempt.View = nodeView{}
 
 // nodeView is the view verb v has of the cache when it places pod.
 func (e *Extender) nodeView(v verbID, pod types.UID) nodeView {
 	view := nodeView{cache: e.cache, pod: pod}
-	if verbTable()[v].holds {
+	if e.verbs[v].holds {
 		view.holds = e.holds
 	}
 	return view
@@ -41,11 +53,21 @@ func (e *Extender) nodeView(v verbID, pod types.UID) nodeView {
 // cache does not know), as cache.Cache.Visit does. The holds in force when it starts apply to
 // the whole walk; with none (the usual case) it costs the walk nothing.
 func (v nodeView) Visit(names []string, fn func(i int, node *placement.NodeInfo)) {
-	if v.holds == nil || v.holds.count.Load() == 0 {
+	if v.holds == nil || v.holds.Empty() {
 		v.cache.Visit(names, fn)
 		return
 	}
-	v.cache.Visit(names, func(i int, node *placement.NodeInfo) { fn(i, v.holds.view(node, v.pod)) })
+	v.cache.Visit(names, func(i int, node *placement.NodeInfo) { fn(i, v.holds.View(node, v.pod)) })
+}
+
+// VisitAll calls fn with the snapshot of every node the cache knows, as the view shows it.
+func (v nodeView) VisitAll(fn func(node *placement.NodeInfo)) {
+	for _, node := range v.cache.Nodes() {
+		if v.holds != nil {
+			node = v.holds.View(node, v.pod)
+		}
+		fn(node)
+	}
 }
 
 // Node is the snapshot of the node name as the view shows it; false when the cache does not
@@ -53,7 +75,7 @@ func (v nodeView) Visit(names []string, fn func(i int, node *placement.NodeInfo)
 func (v nodeView) Node(name string) (*placement.NodeInfo, bool) {
 	node, ok := v.cache.Node(name)
 	if v.holds != nil {
-		node = v.holds.view(node, v.pod)
+		node = v.holds.View(node, v.pod)
 	}
 	return node, ok
 }
@@ -129,4 +151,44 @@ func parallelize(n int, work func(lo, hi int)) {
 	}
 	work(0, min(size, n)) // the first chunk on the caller's goroutine
 	wg.Wait()
+}
+
+// passBuffers is the working memory of one filter or prioritize pass over the candidate
+// nodes: per node, why the pod does not fit, its raw score and whether it fits. Passes take it
+// from a pool, so that a pass over thousands of nodes allocates little more than its answer.
+type passBuffers struct {
+	failures []*placement.FitError
+	raw      []float64
+	fits     []bool
+}
+
+// bufferPool hands out passBuffers values; the zero value is ready to use.
+type bufferPool struct{ pool sync.Pool }
+
+// get returns buffers sized for n nodes, every slot zeroed.
+func (p *bufferPool) get(n int) *passBuffers {
+	b, _ := p.pool.Get().(*passBuffers)
+	if b == nil {
+		b = &passBuffers{}
+	}
+	b.failures = resize(b.failures, n)
+	b.raw = resize(b.raw, n)
+	b.fits = resize(b.fits, n)
+	return b
+}
+
+// put returns b to the pool, dropping its references to failures.
+func (p *bufferPool) put(b *passBuffers) {
+	clear(b.failures)
+	p.pool.Put(b)
+}
+
+// resize returns a zeroed slice of length n, reusing s's storage when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }

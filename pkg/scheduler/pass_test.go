@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,15 +13,31 @@ import (
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// TestNodeView: a verb whose entry says holds apply sees another pod's hold as used, through
-// Node and Visit alike, and the holder sees its card as it is; nodes the cache lacks stay nil.
+// heldFor is an overlay with one hold: 8 units of card 0 held for the pod of holder, which
+// every other pod sees as used (preempt.Holds.View, whose own tests cover the holds' rules).
+type heldFor struct{ holder types.UID }
+
+func (heldFor) Empty() bool { return false }
+
+func (h heldFor) View(node *placement.NodeInfo, pod types.UID) *placement.NodeInfo {
+	if node == nil || pod == h.holder {
+		return node
+	}
+	cp := *node
+	cp.SetGPUs(node.GPUs)
+	cp.GPUs[0].Used += 8
+	cp.Summarize()
+	return &cp
+}
+
+// TestNodeView: a verb whose entry says holds apply sees the holds overlaid for the pod it
+// places, through Node, Visit and VisitAll alike; nodes the cache lacks stay nil.
 func TestNodeView(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	c := cache.New(contract.DefaultNames(), logger)
 	c.SetNode(st.MakeNode("n1").GPUs(16).Obj())
-	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	ext := NewExtender(c, nil, placement.Binpack{}, contract.DefaultNames(), WithClock(func() time.Time { return now }))
-	ext.holds.add(hold{HoldRecord: HoldRecord{Node: "n1", GPU: 0, Units: 8, Until: now.Add(time.Minute)}, pod: "uid-h", namespace: "default", name: "h"})
+	ext := NewExtender(c, nil, placement.Binpack{}, contract.DefaultNames())
+	ext.holds = heldFor{holder: "uid-h"}
 	tests := []struct {
 		name string
 		view nodeView
@@ -31,6 +46,7 @@ func TestNodeView(t *testing.T) {
 		{name: "filter, another pod", view: ext.nodeView(verbFilter, "uid-other"), want: []int64{8, -1}},
 		{name: "prioritize, another pod", view: ext.nodeView(verbPrioritize, "uid-other"), want: []int64{8, -1}},
 		{name: "bind, another pod", view: ext.nodeView(verbBind, "uid-other"), want: []int64{8, -1}},
+		{name: "preempt, another pod", view: ext.nodeView(verbPreempt, "uid-other"), want: []int64{8, -1}},
 		{name: "filter, the holder", view: ext.nodeView(verbFilter, "uid-h"), want: []int64{16, -1}},
 		{name: "without holds", view: nodeView{cache: c, pod: types.UID("uid-other")}, want: []int64{16, -1}},
 	}
@@ -47,11 +63,19 @@ func TestNodeView(t *testing.T) {
 			if diff := cmp.Diff(tc.want, visited); diff != "" {
 				t.Errorf("Visit (-want,+got):\n%s", diff)
 			}
+			var all []int64
+			tc.view.VisitAll(func(n *placement.NodeInfo) { all = append(all, free(n)) })
+			if diff := cmp.Diff(tc.want[:1], all); diff != "" {
+				t.Errorf("VisitAll (-want,+got):\n%s", diff)
+			}
 			n1, ok1 := tc.view.Node("n1")
 			ghost, ok2 := tc.view.Node("ghost")
 			if diff := cmp.Diff([]any{tc.want[0], true, tc.want[1], false}, []any{free(n1), ok1, free(ghost), ok2}); diff != "" {
 				t.Errorf("Node (-want,+got):\n%s", diff)
 			}
 		})
+	}
+	if n, _ := c.Node("n1"); n.UsableFree()[0] != 16 {
+		t.Errorf("a view changed the cache's snapshot: %d free", n.UsableFree()[0])
 	}
 }

@@ -20,6 +20,8 @@ import (
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
+	servertesting "github.com/gpushare/gpushare/pkg/scheduler/server/testing"
 )
 
 // low is a bound pod of priority 0 holding units on card of node n1.
@@ -49,9 +51,9 @@ func preemptVerb(e *env, pod *v1.Pod, victims ...string) {
 }
 
 // holdsOn reads the holds of the pods named from the API: pod → hold.
-func holdsOn(t *testing.T, e *env, names ...string) map[string]scheduler.HoldRecord {
+func holdsOn(t *testing.T, e *env, names ...string) map[string]preempt.HoldRecord {
 	t.Helper()
-	out := map[string]scheduler.HoldRecord{}
+	out := map[string]preempt.HoldRecord{}
 	for _, n := range names {
 		if rec, ok := holdOn(t, e, n); ok {
 			out[n] = rec
@@ -218,7 +220,7 @@ func TestBindEndsHold(t *testing.T) {
 // its card from a lower-priority pod; one written under another key, under the random key of
 // another process, or by the pod's owner is ignored and counted.
 func TestHoldsAfterRestart(t *testing.T) {
-	key := []byte(strings.Repeat("k", scheduler.MinHoldKeyBytes))
+	key := []byte(strings.Repeat("k", preempt.MinHoldKeyBytes))
 	forged := `{"node":"n1","gpu":0,"units":8,"until":"1970-01-01T00:05:00Z"}`
 	tests := []struct {
 		name        string
@@ -228,7 +230,7 @@ func TestHoldsAfterRestart(t *testing.T) {
 		wantIgnored float64
 	}{
 		{name: "same key", restartKey: key, wantHeld: true},
-		{name: "another key", restartKey: []byte(strings.Repeat("o", scheduler.MinHoldKeyBytes)), wantIgnored: 1},
+		{name: "another key", restartKey: []byte(strings.Repeat("o", preempt.MinHoldKeyBytes)), wantIgnored: 1},
 		{name: "random key of the restarted process", wantIgnored: 1},
 		{name: "written by the pod's owner", forge: true, restartKey: key, wantIgnored: 1},
 	}
@@ -305,7 +307,7 @@ func TestPreemptPutOffWhileFreeElsewhere(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := &evictions{}
-			clock := newFakeClock()
+			clock := servertesting.NewFakeClock()
 			nodes := []*v1.Node{st.MakeNode("n1").GPUs(16).Label("zone", "a").Obj(), st.MakeNode("n2").GPUs(16).Obj()}
 			e := newEnvOpts(t, newPolicy(t, "binpack"), []scheduler.Option{scheduler.WithClock(clock.Now)}, nodes, low("v", 0, 16), tt.pod)
 			ev.install(e.client)

@@ -15,6 +15,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
+	"github.com/gpushare/gpushare/pkg/scheduler/server"
 )
 
 // TestPreemptRemovesVictimByMarkedDelete: a preemption removes its victim as the extender's
@@ -26,11 +28,11 @@ import (
 // removes nothing. A victim of ProtectedPriority or above, which the policy would not let the
 // extender delete, is never chosen.
 func TestPreemptRemovesVictimByMarkedDelete(t *testing.T) {
-	fence := scheduler.Fence{Token: "a@10.0.0.1:8443/3", Deadline: time.Now().Add(time.Minute)}
+	fence := server.Fence{Token: "a@10.0.0.1:8443/3", Deadline: time.Now().Add(time.Minute)}
 	dryRun, del := "create pods/eviction b dryRun=[All]", "delete pods b uid=uid-b grace=<nil>"
 	for _, tc := range []struct {
 		name       string
-		leadership scheduler.Leadership
+		leadership server.Leadership
 		victimPrio int32 // b's priority; the preemptor p has victimPrio+100
 		refuseMark bool
 		want       []string // the requests on b, in order
@@ -41,7 +43,7 @@ func TestPreemptRemovesVictimByMarkedDelete(t *testing.T) {
 			`patch pods b {"annotations":{"gpushare.io/fence":"a@10.0.0.1:8443/3","gpushare.io/preempted-by":"default/p/100"},"uid":"uid-b"}`, del}, wantGone: []string{"b"}},
 		{name: "negative priorities", victimPrio: -200, want: []string{dryRun, `patch pods b {"annotations":{"gpushare.io/preempted-by":"default/p/-100"},"uid":"uid-b"}`, del}, wantGone: []string{"b"}},
 		{name: "mark refused: no delete", refuseMark: true, want: []string{dryRun, `patch pods b {"annotations":{"gpushare.io/preempted-by":"default/p/100"},"uid":"uid-b"}`}},
-		{name: "victim of protected priority", victimPrio: scheduler.ProtectedPriority},
+		{name: "victim of protected priority", victimPrio: preempt.ProtectedPriority},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := &evictions{}

@@ -20,7 +20,8 @@ import (
 
 	st "github.com/gpushare/gpushare/pkg/cache/testing"
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
+	servertesting "github.com/gpushare/gpushare/pkg/scheduler/server/testing"
 )
 
 // evictions is a fake of what preemption asks the API server, as the extender's admission
@@ -121,7 +122,7 @@ func filterOn(e *env, pod *v1.Pod, nodes ...string) *extenderv1.ExtenderFilterRe
 }
 
 // holdOn reads the preemption annotation of pod name from the API.
-func holdOn(t *testing.T, e *env, name string) (scheduler.HoldRecord, bool) {
+func holdOn(t *testing.T, e *env, name string) (preempt.HoldRecord, bool) {
 	t.Helper()
 	p, err := e.client.CoreV1().Pods("default").Get(e.ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -129,9 +130,9 @@ func holdOn(t *testing.T, e *env, name string) (scheduler.HoldRecord, bool) {
 	}
 	raw, ok := p.Annotations[contract.DefaultPreemptionKey]
 	if !ok {
-		return scheduler.HoldRecord{}, false
+		return preempt.HoldRecord{}, false
 	}
-	var rec scheduler.HoldRecord
+	var rec preempt.HoldRecord
 	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
 		t.Fatalf("hold annotation %q: %v", raw, err)
 	}
@@ -153,7 +154,7 @@ func TestPreemptFragmentedNode(t *testing.T) {
 	if got := filterOn(e, p, "n1"); len(*got.NodeNames) != 0 {
 		t.Fatalf("p fits %v before any preemption", *got.NodeNames)
 	}
-	waitFor(t, "the eviction of b", func() bool { return len(ev.done()) == 1 })
+	servertesting.WaitFor(t, "the eviction of b", func() bool { return len(ev.done()) == 1 })
 	if got := ev.done(); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("evicted %v, want [b]", got)
 	}

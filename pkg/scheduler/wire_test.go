@@ -103,10 +103,9 @@ func TestWireGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
 			nodes, pods := routeFixture()
-			ext, api := extenderOn(logger, nodes, pods)
 			// The preempt goldens show kube-scheduler's proposal filtered (--gpu-preemption=false);
 			// the extender's own preemption answers no GPU victims (preempt_test.go).
-			ext.preemption = false
+			ext, api := extenderOn(logger, nodes, pods, WithPreemption(false))
 			srv := httptest.NewServer(NewHandler(ext, func() bool { return true }, HandlerConfig{MaxBody: DefaultMaxBodyBytes}, logger))
 			defer srv.Close()
 			var body []byte

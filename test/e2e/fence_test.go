@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
@@ -98,7 +98,7 @@ func TestFenceHeldBindings(t *testing.T) {
 	}
 	t.Logf("held %.1f s into the burst (%d pods bound under %s); the follower led %.1f s after the hold and had bound %d pods under %s "+
 		"when the held bytes were released, %.1f s after the hold; then: %d requests denied by %s, %d pods bound late under the old token",
-		held.Sub(start).Seconds(), atHold, oldToken, tookOver.Seconds(), boundNew, newToken, released.Seconds(), denied, scheduler.FencePolicy, late)
+		held.Sub(start).Seconds(), atHold, oldToken, tookOver.Seconds(), boundNew, newToken, released.Seconds(), denied, fence.Policy, late)
 	if late != 0 {
 		t.Errorf("%d Bindings of the old term (%s) landed after the new leader (%s) took over", late, oldToken, newToken)
 	}
@@ -274,7 +274,7 @@ func (e *env) fenceDenials() int {
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "apiserver_validating_admission_policy_check_total{") ||
-			!strings.Contains(line, `policy="`+scheduler.FencePolicy+`"`) || !strings.Contains(line, `enforcement_action="deny"`) {
+			!strings.Contains(line, `policy="`+fence.Policy+`"`) || !strings.Contains(line, `enforcement_action="deny"`) {
 			continue
 		}
 		f := strings.Fields(line)

@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -133,7 +133,7 @@ func (e *env) release(name string) {
 }
 
 // holdOf is pod name's preemption hold, as the extender wrote it.
-func (e *env) holdOf(name string) (scheduler.HoldRecord, bool) {
+func (e *env) holdOf(name string) (preempt.HoldRecord, bool) {
 	e.t.Helper()
 	p, err := e.c.Client.CoreV1().Pods("default").Get(e.ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -141,9 +141,9 @@ func (e *env) holdOf(name string) (scheduler.HoldRecord, bool) {
 	}
 	raw, ok := p.Annotations[contract.DefaultPreemptionKey]
 	if !ok {
-		return scheduler.HoldRecord{}, false
+		return preempt.HoldRecord{}, false
 	}
-	var rec scheduler.HoldRecord
+	var rec preempt.HoldRecord
 	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
 		e.t.Fatalf("hold on %s: %v", name, err)
 	}
@@ -230,7 +230,7 @@ func TestPreemptFragmentedNode(t *testing.T) {
 	if got := e.cardOf("high"); got != wantCard {
 		t.Errorf("high on GPU %d, want GPU %d, the card its victim %s freed", got, wantCard, victims[0])
 	}
-	msg := e.waitEvent("high", scheduler.ReasonPreempting, "default/"+victims[0])
+	msg := e.waitEvent("high", preempt.ReasonPreempting, "default/"+victims[0])
 	t.Logf("event on high: %s", msg)
 	e.reportPreemption(8, map[string]int64{victims[0]: 10})
 	e.checkConsistent(cards)
@@ -338,9 +338,9 @@ func TestPreemptRefused(t *testing.T) {
 	e.prioPod("high-never", 8, highPriority, pin("gpu-never"), neverPreempts)
 	e.prioPod("mid-equal-c", 8, midPriority, pin("gpu-equal"))
 	e.prioPod("high-pdb", 8, highPriority, pin("gpu-pdb"))
-	t.Logf("never: %s", e.waitEvent("high-never", scheduler.ReasonPreemptionFailed, "preemptionPolicy is Never"))
-	t.Logf("equal: %s", e.waitEvent("mid-equal-c", scheduler.ReasonPreemptionFailed, "no pod of lower priority"))
-	t.Logf("budget: %s", e.waitEvent("high-pdb", scheduler.ReasonPreemptionFailed, "disruption budget"))
+	t.Logf("never: %s", e.waitEvent("high-never", preempt.ReasonPreemptionFailed, "preemptionPolicy is Never"))
+	t.Logf("equal: %s", e.waitEvent("mid-equal-c", preempt.ReasonPreemptionFailed, "no pod of lower priority"))
+	t.Logf("budget: %s", e.waitEvent("high-pdb", preempt.ReasonPreemptionFailed, "disruption budget"))
 	e.stillPending(5*time.Second, []string{"high-never", "mid-equal-c", "high-pdb"}, keep)
 	e.reportPreemption(8, nil)
 	e.checkConsistent(cards)

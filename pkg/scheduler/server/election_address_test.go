@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
+	servertesting "github.com/gpushare/gpushare/pkg/scheduler/server/testing"
 )
 
 // TestElectorLeaderAddress: a follower forwards to the address the Lease's holder advertises
@@ -27,15 +28,15 @@ func TestElectorLeaderAddress(t *testing.T) {
 			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
 	}
 	client := fake.NewClientset(lease)
-	clock := newFakeClock()
+	clock := servertesting.NewFakeClock()
 	cfg.Identity, cfg.Address, cfg.RetryPeriod = "b", "10.0.0.2:39999", 100*time.Millisecond
 	b, err := server.NewElector(client, cfg, server.WithElectorClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runElector(ctx, t, b)
+	servertesting.RunElector(ctx, t, b)
 
-	waitFor(t, "the follower to see a's address", func() bool { return b.LeaderAddress() == "10.0.0.1:39999" })
+	servertesting.WaitFor(t, "the follower to see a's address", func() bool { return b.LeaderAddress() == "10.0.0.1:39999" })
 	if b.Leading() {
 		t.Fatal("b leads while a's Lease is current")
 	}
@@ -54,23 +55,23 @@ func TestElectorLeaderAddress(t *testing.T) {
 		}
 	}
 	renew("a@10.0.0.1:39999")
-	waitFor(t, "the renewal to make a's address current again", func() bool { return b.LeaderAddress() == "10.0.0.1:39999" })
+	servertesting.WaitFor(t, "the renewal to make a's address current again", func() bool { return b.LeaderAddress() == "10.0.0.1:39999" })
 	renew("a") // a holder that advertises no address
-	waitFor(t, "a holder without an address to name none", func() bool { return b.LeaderAddress() == "" && b.Leader() == "a" })
+	servertesting.WaitFor(t, "a holder without an address to name none", func() bool { return b.LeaderAddress() == "" && b.Leader() == "a" })
 }
 
 // TestElectorAdvertisesAddress: a leader names itself identity@address in the Lease.
 func TestElectorAdvertisesAddress(t *testing.T) {
 	client := fake.NewClientset()
 	_, ctx := ktesting.NewTestContext(t)
-	cfg := shippedElection("a")
+	cfg := servertesting.ShippedElection("a")
 	cfg.Address = "10.0.0.1:39999"
 	el, err := server.NewElector(client, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runElector(ctx, t, el)
-	waitFor(t, "the elector to lead", el.Leading)
+	servertesting.RunElector(ctx, t, el)
+	servertesting.WaitFor(t, "the elector to lead", el.Leading)
 	l, err := client.CoordinationV1().Leases(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,65 +12,13 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/gpushare/gpushare/pkg/scheduler/server"
+	servertesting "github.com/gpushare/gpushare/pkg/scheduler/server/testing"
 )
 
 // fastElection elects within about a second, for tests (a Lease counts whole seconds).
 func fastElection(identity string) server.ElectionConfig {
 	return server.ElectionConfig{Namespace: "kube-system", Name: "gpushare-extender", Identity: identity,
 		LeaseDuration: time.Second, RenewDeadline: 700 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
-// fakeClock is the fence's clock in these tests: it moves only when told. client-go's own
-// election runs on the real clock, with a retry period long enough that it does not renew
-// while a test steps this one.
-type fakeClock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// shippedElection is the shipped timings (lease 8 s, margin 2 s) with a retry period of 4 s:
-// after acquiring the Lease, client-go writes it again only 4 s later (real time). The fence
-// lag is 0 (TestElectorFenceLag has its own): the fake clock moves only when told.
-func shippedElection(identity string) server.ElectionConfig {
-	cfg := server.DefaultElectionConfig()
-	cfg.Identity, cfg.RetryPeriod, cfg.FenceLag = identity, 4*time.Second, 0
-	return cfg
-}
-
-// runElector runs el until the test ends.
-func runElector(ctx context.Context, t *testing.T, el *server.Elector) {
-	t.Helper()
-	ctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = el.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
 }
 
 // TestElectionOneLeaderAndFailover: of two replicas on one Lease exactly one leads; when it
@@ -92,9 +39,9 @@ func TestElectionOneLeaderAndFailover(t *testing.T) {
 	defer stopB()
 	aDone := make(chan struct{})
 	go func() { defer close(aDone); _ = a.Run(actx) }()
-	waitFor(t, "a to lead", a.Leading)
+	servertesting.WaitFor(t, "a to lead", a.Leading)
 	go func() { _ = b.Run(bctx) }()
-	waitFor(t, "b to see a lead", func() bool { return b.Leader() == "a" })
+	servertesting.WaitFor(t, "b to see a lead", func() bool { return b.Leader() == "a" })
 	time.Sleep(500 * time.Millisecond) // several of b's retries
 	if b.Leading() {
 		t.Fatal("two replicas lead at once")
@@ -104,7 +51,7 @@ func TestElectionOneLeaderAndFailover(t *testing.T) {
 	if a.Leading() {
 		t.Error("a still leads after it stopped")
 	}
-	took := waitFor(t, "b to take over", b.Leading)
+	took := servertesting.WaitFor(t, "b to take over", b.Leading)
 	t.Logf("failover after a released the Lease: %v", took)
 	if b.Leader() != "b" {
 		t.Errorf("b sees %q lead", b.Leader())
@@ -133,7 +80,7 @@ func TestElectionReplacesADeadLeader(t *testing.T) {
 	bctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = b.Run(bctx) }()
-	took := waitFor(t, "b to replace the dead leader", b.Leading)
+	took := servertesting.WaitFor(t, "b to replace the dead leader", b.Leading)
 	t.Logf("dead leader replaced after %v (lease %v, retry %v)", took, cfg.LeaseDuration, cfg.RetryPeriod)
 	if took < cfg.LeaseDuration/2 {
 		t.Errorf("b led after %v, before the dead leader's Lease of %v ran out", took, cfg.LeaseDuration)
@@ -146,22 +93,22 @@ func TestElectionReplacesADeadLeader(t *testing.T) {
 // lease duration - safety margin after its last write.
 func TestElectorFenceLag(t *testing.T) {
 	client := fake.NewClientset()
-	clock := newFakeClock()
+	clock := servertesting.NewFakeClock()
 	acquired := clock.Now()
-	cfg := shippedElection("a")
+	cfg := servertesting.ShippedElection("a")
 	cfg.FenceLag = 2 * time.Second
 	_, ctx := ktesting.NewTestContext(t)
 	el, err := server.NewElector(client, cfg, server.WithElectorClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runElector(ctx, t, el)
-	waitFor(t, "the Lease to be taken", func() bool {
+	servertesting.RunElector(ctx, t, el)
+	servertesting.WaitFor(t, "the Lease to be taken", func() bool {
 		l, err := client.CoordinationV1().Leases(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "a"
 	})
 	// client-go tells the elector it leads a moment after the Lease write: wait for its view
-	waitFor(t, "the elector to know it leads", func() bool { return el.LagLeft() > 0 })
+	servertesting.WaitFor(t, "the elector to know it leads", func() bool { return el.LagLeft() > 0 })
 	for _, tc := range []struct {
 		name      string
 		step      time.Duration

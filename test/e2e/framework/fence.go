@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpushare/gpushare/pkg/contract"
-	"github.com/gpushare/gpushare/pkg/scheduler"
+	"github.com/gpushare/gpushare/pkg/scheduler/fence"
 )
 
 // FenceManifests are the extender's RBAC and admission policies, the fence among them, relative
@@ -36,7 +36,7 @@ func WaitFenceInForce(ctx context.Context, client kubernetes.Interface, namespac
 	err := WaitFor(ctx, 200*time.Millisecond, "the fence policy in force", func() (bool, error) {
 		last = client.CoreV1().Pods(namespace).Bind(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		var status apierrors.APIStatus
-		return apierrors.IsForbidden(last) && errors.As(last, &status) && strings.Contains(status.Status().Message, scheduler.FencePolicy), nil
+		return apierrors.IsForbidden(last) && errors.As(last, &status) && strings.Contains(status.Status().Message, fence.Policy), nil
 	})
 	if err != nil {
 		if last == nil {

@@ -1,9 +1,7 @@
-package scheduler
+package preempt
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,24 +9,22 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/klog/v2"
 
-	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// A hold keeps the memory a preemption frees for the pod that preempted (preempt.go): while the
-// victims terminate, and until the preemptor is bound, deleted, or the hold runs out, every
-// other pod sees the held units as used on that card. The preemptor itself sees the card as it
-// is, victims included: it fits there only once they are gone, so it is never started beside
+// A hold keeps the memory a preemption frees for the pod that preempted: while the victims
+// terminate, and until the preemptor is bound, deleted, or the hold runs out, every other pod
+// sees the held units as used on that card. The preemptor itself sees the card as it is,
+// victims included: it fits there only once they are gone, so it is never started beside
 // processes that still hold the memory. A hold is written on the preemptor as an annotation
 // (Names.PreemptionAnnotation) before any victim is evicted, so that a restarted extender or a
-// new leader rebuilds it from the API (holdSet.rebuild); it is signed (hold_mac.go), and a
-// hold that does not verify is ignored. The bind of the preemptor removes it.
+// new leader rebuilds it from the API (Preemptor.RebuildHolds); it is signed (hold_mac.go), and
+// a hold that does not verify is ignored. The bind of the preemptor removes it
+// (Preemptor.EndHold).
 
 // HoldRecord is the preemption annotation's value.
 type HoldRecord struct {
@@ -55,8 +51,8 @@ type hold struct {
 	victims []types.UID
 }
 
-// holdSet is the holds in force, by node. Safe for concurrent use; empty costs one atomic load.
-type holdSet struct {
+// Holds is the holds in force, by node. Safe for concurrent use; empty costs one atomic load.
+type Holds struct {
 	count atomic.Int32
 	mu    sync.RWMutex // guards byNode and ignored
 	// byNode is the holds by node name.
@@ -66,12 +62,15 @@ type holdSet struct {
 	now     func() time.Time
 }
 
-func newHoldSet(now func() time.Time) *holdSet {
-	return &holdSet{byNode: map[string][]hold{}, now: now}
+func newHolds(now func() time.Time) *Holds {
+	return &Holds{byNode: map[string][]hold{}, now: now}
 }
 
+// Empty reports whether no hold is in force (one atomic load).
+func (s *Holds) Empty() bool { return s.count.Load() == 0 }
+
 // add puts h in force, replacing the pod's earlier hold.
-func (s *holdSet) add(h hold) {
+func (s *Holds) add(h hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removeLocked(h.pod)
@@ -80,8 +79,8 @@ func (s *holdSet) add(h hold) {
 }
 
 // remove ends the pod's hold, if any; it reports whether there was one.
-func (s *holdSet) remove(uid types.UID) bool {
-	if s.count.Load() == 0 {
+func (s *Holds) remove(uid types.UID) bool {
+	if s.Empty() {
 		return false
 	}
 	s.mu.Lock()
@@ -90,7 +89,7 @@ func (s *holdSet) remove(uid types.UID) bool {
 }
 
 // removeLocked is remove; the caller holds s.mu.
-func (s *holdSet) removeLocked(uid types.UID) bool {
+func (s *Holds) removeLocked(uid types.UID) bool {
 	for node, hs := range s.byNode {
 		i := slices.IndexFunc(hs, func(h hold) bool { return h.pod == uid })
 		if i < 0 {
@@ -108,9 +107,15 @@ func (s *holdSet) removeLocked(uid types.UID) bool {
 	return false
 }
 
-// of returns the pod's hold in force, if any.
-func (s *holdSet) of(uid types.UID) (hold, bool) {
-	if s.count.Load() == 0 {
+// Of returns the pod's hold in force, if any.
+func (s *Holds) Of(uid types.UID) (HoldRecord, bool) {
+	h, ok := s.of(uid)
+	return h.HoldRecord, ok
+}
+
+// of is Of with the hold's pod.
+func (s *Holds) of(uid types.UID) (hold, bool) {
+	if s.Empty() {
 		return hold{}, false
 	}
 	s.mu.RLock()
@@ -127,8 +132,8 @@ func (s *holdSet) of(uid types.UID) (hold, bool) {
 }
 
 // leaving is the pods evicted for the holds in force: their memory is leaving their cards.
-func (s *holdSet) leaving() map[types.UID]bool {
-	if s.count.Load() == 0 {
+func (s *Holds) leaving() map[types.UID]bool {
+	if s.Empty() {
 		return nil
 	}
 	s.mu.RLock()
@@ -147,8 +152,8 @@ func (s *holdSet) leaving() map[types.UID]bool {
 	return out
 }
 
-// all lists the holds (tests, metrics).
-func (s *holdSet) all() []hold {
+// all lists the holds (tests).
+func (s *Holds) all() []hold {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []hold
@@ -158,12 +163,12 @@ func (s *holdSet) all() []hold {
 	return out
 }
 
-// view is node as pod sees it: the units other pods' holds keep on its cards count as used,
+// View is node as pod sees it: the units other pods' holds keep on its cards count as used,
 // except those of a holder the node already charges (assumed or bound there: its own
 // allocation counts, and its hold ends when its bind returns). node itself when no other pod
 // holds memory there (the usual case: no copy, no lock).
-func (s *holdSet) view(node *placement.NodeInfo, pod types.UID) *placement.NodeInfo {
-	if node == nil || s.count.Load() == 0 {
+func (s *Holds) View(node *placement.NodeInfo, pod types.UID) *placement.NodeInfo {
+	if node == nil || s.Empty() {
 		return node
 	}
 	s.mu.RLock()
@@ -171,7 +176,7 @@ func (s *holdSet) view(node *placement.NodeInfo, pod types.UID) *placement.NodeI
 	var extra map[int]int64
 	now := s.now()
 	for _, h := range hs {
-		if h.pod == pod || !now.Before(h.Until) || holdsGPUMem(node, h.pod) {
+		if h.pod == pod || !now.Before(h.Until) || Charged(node, h.pod) {
 			continue
 		}
 		if extra == nil {
@@ -192,10 +197,23 @@ func (s *holdSet) view(node *placement.NodeInfo, pod types.UID) *placement.NodeI
 	return &cp
 }
 
+// Charged reports whether node charges the pod of uid: it holds gpu-mem there.
+func Charged(node *placement.NodeInfo, uid types.UID) bool {
+	if node == nil {
+		return false
+	}
+	for i := range node.Pods {
+		if node.Pods[i].UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
 // expire drops the holds that ran out, and those whose pod is gone or bound according to
 // pods (nil: time only). It returns the holds dropped.
-func (s *holdSet) expire(pods corelisters.PodLister) []hold {
-	if s.count.Load() == 0 {
+func (s *Holds) expire(pods corelisters.PodLister) []hold {
+	if s.Empty() {
 		return nil
 	}
 	s.mu.Lock()
@@ -231,7 +249,7 @@ func holdStillWanted(pods corelisters.PodLister, h hold) bool {
 // being deleted, whose hold verifies under macKey, has not run out and asks at most the units
 // the pod asks (asks). It returns the pods whose hold did not verify and that the rebuild before
 // did not report already.
-func (s *holdSet) rebuild(pods corelisters.PodLister, annotation string, macKey []byte, asks func(*v1.Pod) int64) ([]*v1.Pod, error) {
+func (s *Holds) rebuild(pods corelisters.PodLister, annotation string, macKey []byte, asks func(*v1.Pod) int64) ([]*v1.Pod, error) {
 	list, err := pods.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("rebuild preemption holds: %w", err)
@@ -286,97 +304,6 @@ func holdOf(pod *v1.Pod, annotation string, macKey []byte) (h hold, found, valid
 
 // maxHoldAnnotation bounds the hold annotation a pod may carry (its victims' names included).
 const maxHoldAnnotation = 16 << 10
-
-// RebuildHolds puts in force the holds the API's pods carry (a restarted extender); the
-// leader does it again whenever it starts to lead (maintainHolds). A hold whose MAC does not
-// verify under the extender's key is ignored: logged at V(2) the first time, and counted.
-func (e *Extender) RebuildHolds(logger klog.Logger) error {
-	if !e.preemption || e.pods == nil {
-		return nil
-	}
-	asks := func(p *v1.Pod) int64 {
-		req, err := contract.ParseRequest(p, &e.names)
-		if err != nil || placement.PreemptionUnsupported(&req) {
-			return 0
-		}
-		return req.TotalUnits()
-	}
-	ignored, err := e.holds.rebuild(e.pods, e.names.PreemptionAnnotation, e.holdKey, asks)
-	for _, p := range ignored {
-		logger.V(2).Info("Preemption hold ignored: not signed by this extender's key (written by hand, or under another --hold-key-file)",
-			"pod", klog.KObj(p), "annotation", e.names.PreemptionAnnotation)
-		e.metrics.holdsIgnored.Inc()
-	}
-	return err
-}
-
-// endHold ends the hold of pod, just bound: it leaves the set and, when the pod carries its
-// annotation or this replica held a card for it, the annotation leaves the pod. A Binding
-// cannot remove an annotation, so a patch follows it. A failure is only logged: the hold of a
-// bound pod is never rebuilt, and the sweep drops it from the set of another replica.
-func (e *Extender) endHold(ctx context.Context, pod *v1.Pod) {
-	held := e.holds.remove(pod.UID)
-	if _, annotated := pod.Annotations[e.names.PreemptionAnnotation]; !held && !annotated {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	// the API server refuses it unfenced
-	err := e.patchFenced(ctx, pod.Namespace, pod.Name, pod.UID, map[string]any{e.names.PreemptionAnnotation: nil})
-	switch {
-	case errors.Is(err, ErrNotLeader):
-		logger.V(2).Info("Preemption hold left on a bound pod: this replica no longer leads", "pod", klog.KObj(pod), "err", err)
-		return
-	case err != nil && !apierrors.IsNotFound(err):
-		logger.Error(err, "Removing the preemption hold from a bound pod failed", "pod", klog.KObj(pod))
-		return
-	}
-	logger.V(2).Info("Preemption hold ended: the pod is bound", "pod", klog.KObj(pod))
-}
-
-// holdSweepEvery is how often, at most, the holds are checked against the API's pods.
-const holdSweepEvery = time.Second
-
-// maintainHolds rebuilds the holds from the API's pods when this replica starts to lead, and
-// at most once every holdSweepEvery drops those that ran out or whose pod is gone or bound
-// (and forgets old GPUPreemptionFailed and deferral marks). Filter calls it: nearly free when nothing is held.
-func (e *Extender) maintainHolds(logger klog.Logger) {
-	if !e.preemption {
-		return
-	}
-	if e.leadership != nil && e.pods != nil {
-		if e.leadership.Leading() {
-			if !e.holdsLed.Swap(true) {
-				if err := e.RebuildHolds(logger); err != nil {
-					logger.Error(err, "Rebuilding the preemption holds failed")
-				} else if n := e.holds.count.Load(); n > 0 {
-					logger.Info("Leading: preemption holds rebuilt from the pods", "holds", n)
-				}
-			}
-		} else {
-			e.holdsLed.Store(false)
-		}
-	}
-	now := e.now().UnixNano()
-	last := e.holdsSwept.Load()
-	if now-last < int64(holdSweepEvery) || !e.holdsSwept.CompareAndSwap(last, now) {
-		return
-	}
-	for _, h := range e.holds.expire(e.pods) {
-		logger.V(2).Info("Preemption hold ended", "pod", klog.KRef(h.namespace, h.name), "node", h.Node, "gpu", h.GPU)
-	}
-	e.preemptionEvents.Range(func(k, v any) bool {
-		if t, ok := v.(time.Time); !ok || e.now().Sub(t) >= preemptionEventEvery {
-			e.preemptionEvents.Delete(k)
-		}
-		return true
-	})
-	e.preemptionsDeferred.Range(func(k, v any) bool {
-		if t, ok := v.(time.Time); !ok || e.now().Sub(t) >= preemptionDeferral {
-			e.preemptionsDeferred.Delete(k)
-		}
-		return true
-	})
-}
 
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {

@@ -1,4 +1,4 @@
-package scheduler
+package preempt
 
 import (
 	"encoding/json"
@@ -50,7 +50,7 @@ func TestHoldsRebuild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := newHoldSet(func() time.Time { return now })
+	s := newHolds(func() time.Time { return now })
 	asks := func(p *v1.Pod) int64 {
 		if p.Name == "greedy" {
 			return 2 // asks less than the hold claims
@@ -82,10 +82,10 @@ func TestHoldsRebuild(t *testing.T) {
 	c := cache.New(contract.DefaultNames(), logger)
 	c.SetNode(st.MakeNode("n1").GPUs(16, 16).Obj())
 	node, _ := c.Node("n1")
-	if v := s.view(node, "uid-other"); v.UsableFree()[1] != 0 || v.UsableFree()[0] != 16 {
+	if v := s.View(node, "uid-other"); v.UsableFree()[1] != 0 || v.UsableFree()[0] != 16 {
 		t.Errorf("another pod sees cards free %v, want [16 0] (two holds of 8 on card 1)", v.UsableFree())
 	}
-	if v := s.view(node, "uid-held"); v.UsableFree()[1] != 8 {
+	if v := s.View(node, "uid-held"); v.UsableFree()[1] != 8 {
 		t.Errorf("the holder sees card 1 with %d free, want 8 (the other hold only)", v.UsableFree()[1])
 	}
 	if node.UsableFree()[1] != 16 {
@@ -135,7 +135,7 @@ func TestHoldViewSkipsPlacedHolder(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	c := cache.New(contract.DefaultNames(), logger)
 	c.SetNode(st.MakeNode("n1").GPUs(16).Obj())
-	s := newHoldSet(func() time.Time { return now })
+	s := newHolds(func() time.Time { return now })
 	s.add(hold{HoldRecord: HoldRecord{Node: "n1", GPU: 0, Units: 8, Until: now.Add(time.Minute)}, pod: "uid-h", namespace: "default", name: "h"})
 	tests := []struct {
 		name     string
@@ -151,7 +151,7 @@ func TestHoldViewSkipsPlacedHolder(t *testing.T) {
 				c.SetPod(tt.holder)
 			}
 			node, _ := c.Node("n1")
-			if got := s.view(node, "uid-other").UsableFree()[0]; got != tt.wantFree {
+			if got := s.View(node, "uid-other").UsableFree()[0]; got != tt.wantFree {
 				t.Errorf("another pod sees %d free, want %d", got, tt.wantFree)
 			}
 		})

@@ -1,4 +1,4 @@
-package scheduler
+package preempt
 
 import (
 	"crypto/hmac"
@@ -51,13 +51,6 @@ func LoadHoldKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("hold key %s: more than %d bytes", path, maxHoldKeyBytes)
 	}
 	return key, nil
-}
-
-// WithHoldKey sets the key that signs and verifies preemption holds (LoadHoldKey); replicas
-// must share it for a new leader or a restarted extender to honour the holds written before.
-// Without it the extender signs with a random key of its own process.
-func WithHoldKey(key []byte) Option {
-	return func(e *Extender) { e.holdKey = append([]byte(nil), key...) }
 }
 
 // randomHoldKey is a key of this process alone: holds signed with it do not survive a restart

@@ -1,4 +1,4 @@
-package scheduler
+package preempt
 
 import (
 	"encoding/json"
@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
@@ -45,10 +44,10 @@ func TestEvictAsksOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger, ctx := ktesting.NewTestContext(t)
-	e := NewExtender(cache.New(contract.DefaultNames(), logger), client, placement.Binpack{}, contract.DefaultNames())
+	_, ctx := ktesting.NewTestContext(t)
+	p := New(Config{Enabled: true, Client: client, Names: contract.DefaultNames()})
 	start := time.Now()
-	err = e.dryRunEvict(ctx, &placement.PodInfo{Namespace: "default", Name: "victim", UID: "uid-victim"})
+	err = p.dryRunEvict(ctx, &placement.PodInfo{Namespace: "default", Name: "victim", UID: "uid-victim"})
 	if !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("dryRunEvict() = %v, want the 429", err)
 	}
