@@ -19,7 +19,7 @@ const (
 	DefaultGPUsPerContainer = "gpushare.io/gpu-count"
 	DefaultCoreKey          = "gpushare.io/gpu-core"
 	// DefaultPreemptionKey is the annotation the extender writes on a pod that preempted: the
-	// card whose freed memory is held for it (scheduler.HoldRecord).
+	// card whose freed memory is held for it (preempt.HoldRecord).
 	DefaultPreemptionKey = "gpushare.io/preemption"
 	DefaultUnit          = "1Gi"
 
