@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpushare/gpushare/pkg/contract"
+	"github.com/gpushare/gpushare/pkg/draconvert"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
@@ -68,6 +69,10 @@ type config struct {
 	// gcMinHeadroom the least the heap may grow between collections (gctarget.Target).
 	gcPercent     int
 	gcMinHeadroom resource.Quantity
+	// draWebhook serves the DRA conversion webhook (pkg/draconvert) at draconvert.Path, asking
+	// devices of draDeviceClass.
+	draWebhook     bool
+	draDeviceClass string
 }
 
 func defaultConfig() config {
@@ -80,7 +85,7 @@ func defaultConfig() config {
 		election.Identity, _ = os.Hostname()
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
-		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), leaderElect: true, election: election, forward: true, preemption: true,
+		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), draDeviceClass: draconvert.DefaultDeviceClass, leaderElect: true, election: election, forward: true, preemption: true,
 		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent,
 		gcMinHeadroom: resource.MustParse(defaultGCMinHeadroom)}
 }
@@ -128,6 +133,8 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.BoolVar(&c.bindEvents, "bind-events", c.bindEvents, "record a Normal GPUAssigned event on each pod bound with gpu-mem, naming the node and its cards (one asynchronous API write per bind)")
 	fs.Float64Var(&c.eventQPS, "event-qps", c.eventQPS, "GPUAssigned events recorded per second at most (bursts of twice that); events over it are dropped and counted in gpushare_events_dropped_total (the pods' annotations name their cards all the same)")
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
+	fs.BoolVar(&c.draWebhook, "dra-webhook", false, "also serve the mutating webhook of DRA mode at "+draconvert.Path+" (config/dra/webhook.yaml): a pod asking gpu-mem gets one ResourceClaim per container instead, on every replica, without a client certificate (docs/dra.md)")
+	fs.StringVar(&c.draDeviceClass, "dra-device-class", c.draDeviceClass, "the DeviceClass the DRA webhook's claims ask devices of")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
 	fs.StringVar(&c.election.Name, "leader-elect-name", c.election.Name, "name of the Lease")

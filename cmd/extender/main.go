@@ -116,7 +116,11 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	if cfg.profilingAddress != "" {
 		go serveProfiling(ctx, cfg.profilingAddress)
 	}
-	err = server.Serve(ctx, ln, scheduler.NewHandler(ext, warm.Load, hcfg, logger))
+	routes, err := withDRAWebhook(cfg, client, scheduler.NewHandler(ext, warm.Load, hcfg, logger), logger)
+	if err != nil {
+		return err
+	}
+	err = server.Serve(ctx, ln, routes)
 	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleOnExit)
 	defer cancel()
 	ext.WaitSettled(settleCtx) // binds of unknown outcome still being settled
