@@ -41,12 +41,12 @@ func TestDaemonSetManifest(t *testing.T) {
 	var mounts []string
 	for _, m := range c.VolumeMounts {
 		mounts = append(mounts, m.MountPath)
-		if m.MountPath == "/host/proc" && !m.ReadOnly {
-			t.Error("the host's /proc is mounted read-write")
+		if (m.MountPath == "/host/proc" || m.MountPath == "/var/lib/kubelet/plugins_registry") && !m.ReadOnly {
+			t.Errorf("%s is mounted read-write", m.MountPath)
 		}
 	}
 	if diff := cmp.Diff([]string{"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/host/proc",
-		"/usr/local/gpushare/hami-core", "/var/lib/gpushare/hami-core"}, mounts); diff != "" {
+		"/usr/local/gpushare/hami-core", "/var/lib/gpushare/hami-core", "/var/lib/kubelet/plugins_registry"}, mounts); diff != "" {
 		t.Errorf("mounts (-want,+got):\n%s", diff)
 	}
 	// The shipped DaemonSet holds every container to its ask, with paths the plugin accepts.
@@ -69,6 +69,36 @@ func TestDaemonSetManifest(t *testing.T) {
 			t.Errorf("the plugin cannot see the host folder %s: not mounted", dir)
 		}
 	}
+	// The one-mode guard (dra.CheckNoDRADriver) looks for the DRA driver of config/dra in
+	// kubelet's registry: the host's folder, where the flags say.
+	if registry := hostFolder(&ds, o.dra.registryDir); registry != "/var/lib/kubelet/plugins_registry" || o.dra.driverName != readDRADriverName(t) {
+		t.Errorf("the device plugin looks for the DRA driver %q in %s (host folder %q), want config/dra's in the host's /var/lib/kubelet/plugins_registry",
+			o.dra.driverName, o.dra.registryDir, hostFolder(&ds, o.dra.registryDir))
+	}
+}
+
+// hostFolder is the host path of the hostPath volume the first container of ds mounts at
+// path, or "" if none.
+func hostFolder(ds *appsv1.DaemonSet, path string) string {
+	spec := &ds.Spec.Template.Spec
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.MountPath != filepath.Clean(path) {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil {
+				return v.HostPath.Path
+			}
+		}
+	}
+	return ""
+}
+
+// readDRADriverName is the driver name config/dra/daemonset.yaml runs the DRA driver with.
+func readDRADriverName(t *testing.T) string {
+	t.Helper()
+	ds := readDaemonSet(t, "../../config/dra/daemonset.yaml")
+	return parseArgs(t, ds.Spec.Template.Spec.Containers[0].Args).dra.driverName
 }
 
 func TestRBACIsLeastPrivilege(t *testing.T) {

@@ -38,3 +38,27 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "gpushare.holdKeySecret" -}}
 {{- default (printf "%s-hold-key" (include "gpushare.extenderName" .)) .Values.extender.holdKey.secretName -}}
 {{- end -}}
+
+{{- define "gpushare.draDriverName" -}}
+{{- printf "%s-dra-driver" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The DRA webhook's caBundle: dra.webhook.caBundle, else the ca.crt of the extender's TLS
+Secret (hack/extender-certs.sh's CA signs both sides); without either the render fails, since
+the API server could not trust the extender and every gpu-mem pod would be refused. */}}
+{{- define "gpushare.draWebhookCABundle" -}}
+{{- $ca := .Values.dra.webhook.caBundle -}}
+{{- if not $ca -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace .Values.extender.tls.secretName -}}
+{{- if and $secret $secret.data -}}
+{{- $ca = index $secret.data "ca.crt" | default "" -}}
+{{- end -}}
+{{- end -}}
+{{- if not $ca -}}
+{{- fail (printf "dra.webhook.caBundle: set it to the base64 of the CA that signed the extender's serving certificate (e.g. base64 -w0 ca.crt of hack/extender-certs.sh), or create the Secret %s/%s with ca.crt before installing (helm template cannot read it)" .Release.Namespace .Values.extender.tls.secretName) -}}
+{{- end -}}
+{{- if not (contains "-----BEGIN CERTIFICATE-----" (b64dec $ca)) -}}
+{{- fail "dra.webhook.caBundle: not the base64 of a PEM certificate" -}}
+{{- end -}}
+{{- $ca -}}
+{{- end -}}
