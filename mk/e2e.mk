@@ -37,13 +37,15 @@ TRACE     ?= default
 POLICY    ?= fgd-online
 SEED      ?= 42
 TRACE_DIR ?= ../shared/traces/openb-2023
-# SCHEDULER_CONFIG: empty for the shipped config/scheduler-config.yaml.
+# SCHEDULER_CONFIG: empty for the shipped config/scheduler-config.yaml (with DRA=1: kube-scheduler's defaults).
 SCHEDULER_CONFIG ?=
+# DRA=1: replay under DRA, kube-scheduler alone placing claims on the nodes' ResourceSlices (docs/benchmarks.md).
+DRA ?=
 
 .PHONY: bench-replay
-bench-replay: e2e-bins ## Replay an openb trace through real kube-scheduler + extender: TRACE_DIR= TRACE= POLICY= SEED= SCHEDULER_CONFIG= (table, then one JSON line).
+bench-replay: e2e-bins ## Replay an openb trace through real kube-scheduler + extender (DRA=1: kube-scheduler alone under DRA): TRACE_DIR= TRACE= POLICY= SEED= SCHEDULER_CONFIG= DRA= (table, then one JSON line).
 	cd test/e2e && GOFLAGS=-trimpath $(GO) run ./cmd/bench-replay --trace-dir "$(abspath $(TRACE_DIR))" --trace "$(TRACE)" --policy "$(POLICY)" --seed "$(SEED)" \
-		$(if $(SCHEDULER_CONFIG),--scheduler-config "$(abspath $(SCHEDULER_CONFIG))") $(REPLAY_FLAGS)
+		$(if $(SCHEDULER_CONFIG),--scheduler-config "$(abspath $(SCHEDULER_CONFIG))") $(if $(DRA),--dra) $(REPLAY_FLAGS)
 
 # bench-e2e: scheduling throughput, kube-scheduler alone against kube-scheduler + the extender.
 NODES ?= 1000

@@ -16,13 +16,14 @@ import (
 // pod's ResourceClaims from its ResourceClaimTemplates (DRA) and releases them when it is done.
 const controllers = "serviceaccount,statefulset,replicaset,deployment,daemonset,garbagecollector,resourcequota,root-ca-cert-publisher,disruption,resourceclaim-controller"
 
-// StartControllerManager starts kube-controller-manager with the workload controllers.
-func (c *Cluster) StartControllerManager() error {
+// StartControllerManager starts kube-controller-manager with the workload controllers; extra
+// flags come last (for example its client's --kube-api-qps and --kube-api-burst).
+func (c *Cluster) StartControllerManager(extra ...string) error {
 	port, err := FreePort()
 	if err != nil {
 		return err
 	}
-	_, err = c.start("kube-controller-manager", filepath.Join(c.Bin, "kube-controller-manager"), []string{
+	_, err = c.start("kube-controller-manager", filepath.Join(c.Bin, "kube-controller-manager"), append([]string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--controllers=" + controllers,
 		"--leader-elect=false",
@@ -30,6 +31,6 @@ func (c *Cluster) StartControllerManager() error {
 		"--root-ca-file=" + filepath.Join(c.Dir, "certs", "apiserver.crt"),
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
 		"--v=1",
-	})
+	}, extra...))
 	return err
 }

@@ -39,6 +39,11 @@ type production struct {
 	expected []string
 	// nodes are production's nodes, likewise.
 	nodes []string
+	// convert, when set, turns each pod of the sequence into the pod created (DRA mode: its
+	// gpu-mem ask into claims, draconvert); nil creates the pod as the sequence has it.
+	convert func(ctx context.Context, pod *v1.Pod) (*v1.Pod, error)
+	// placedUnits adds up the gpu-mem the placed pods asked, in units (before any conversion).
+	placedUnits int64
 }
 
 // logDivergences is how many pods decided unlike the simulator are logged.
@@ -118,8 +123,9 @@ func (p *production) addNode(ctx context.Context, n *sim.Node) error {
 func (p *production) submitter(ctx context.Context) sim.Submit {
 	cs := p.cluster.Client
 	submitted, placed, t0, diverged := 0, 0, time.Now(), 0
-	// note logs a pod that production decides unlike the simulator.
-	note := func(pod *v1.Pod, node string) {
+	// note logs a pod that production decides unlike the simulator; units is its gpu-mem ask
+	// (its limits may no longer say it: convert).
+	note := func(pod *v1.Pod, node string, units *resource.Quantity) {
 		i := submitted - 1
 		if i >= len(p.expected) || p.expected[i] == node || diverged >= logDivergences {
 			return
@@ -127,7 +133,7 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 		diverged++
 		c := pod.Spec.Containers[0]
 		logf("pod #%d %s (cpu %s, %s %s, annotations %v): production's node %q, the simulator's %q",
-			i, pod.Name, c.Resources.Requests.Cpu(), p.names.Resource, c.Resources.Limits.Name(p.names.Resource, resource.DecimalSI),
+			i, pod.Name, c.Resources.Requests.Cpu(), p.names.Resource, units,
 			pod.Annotations, node, p.expected[i])
 	}
 	return func(pod *v1.Pod) (bool, error) {
@@ -138,8 +144,15 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 		pod.UID = ""
 		pod.Spec.SchedulerName = p.cluster.SchedulerName
 		pod.Spec.Containers[0].Image = benchrun.PauseImage
-		if _, gpu := pod.Spec.Containers[0].Resources.Limits[p.names.Resource]; gpu && p.taintGPUNodes {
+		units, gpu := pod.Spec.Containers[0].Resources.Limits[p.names.Resource]
+		if gpu && p.taintGPUNodes {
 			pod.Spec.Tolerations = []v1.Toleration{{Key: gpuTaint.Key, Operator: v1.TolerationOpEqual, Value: gpuTaint.Value, Effect: gpuTaint.Effect}}
+		}
+		if p.convert != nil {
+			var err error
+			if pod, err = p.convert(ctx, pod); err != nil {
+				return false, err
+			}
 		}
 		decided := p.watch.expect(pod.Name)
 		created := time.Now()
@@ -150,16 +163,10 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 		case node := <-decided:
 			ok := node != ""
 			p.nodes = append(p.nodes, node)
-			note(pod, node)
+			note(pod, node, &units)
 			if ok {
 				placed++
-				took := time.Since(created)
-				p.latencies = append(p.latencies, took)
-				if _, gpu := pod.Spec.Containers[0].Resources.Limits[p.names.Resource]; gpu {
-					p.gpuLatencies = append(p.gpuLatencies, took)
-				} else {
-					p.cpuLatencies = append(p.cpuLatencies, took)
-				}
+				p.recordPlaced(time.Since(created), gpu, units.Value())
 				return true, nil
 			}
 			zero := int64(0)
@@ -173,6 +180,17 @@ func (p *production) submitter(ctx context.Context) sim.Submit {
 			return false, ctx.Err()
 		}
 	}
+}
+
+// recordPlaced records a placed pod's create→bound time and, for a pod with gpu-mem, its ask.
+func (p *production) recordPlaced(took time.Duration, gpu bool, units int64) {
+	p.latencies = append(p.latencies, took)
+	if !gpu {
+		p.cpuLatencies = append(p.cpuLatencies, took)
+		return
+	}
+	p.gpuLatencies = append(p.gpuLatencies, took)
+	p.placedUnits += units
 }
 
 // outcomes tells each waiting submission the node its pod was bound to, or "" when it was found

@@ -32,6 +32,9 @@ func (r *replay) check() error {
 	if o.seed < 0 || o.inflate <= 0 {
 		return fmt.Errorf("--seed must be non-negative and --inflate positive")
 	}
+	if err := r.checkDRA(); err != nil {
+		return err
+	}
 	var err error
 	r.nodes, r.pods, err = sim.LoadTrace(filepath.Join(o.traceDir, "openb_node_list_gpu_node.csv"),
 		filepath.Join(o.traceDir, "openb_pod_list_"+o.trace+".csv"))
@@ -41,6 +44,9 @@ func (r *replay) check() error {
 // measure runs the simulator under the paper's protocol and under its model of production,
 // then production, and compares them.
 func (r *replay) measure(ctx context.Context, env *benchrun.Env) (benchrun.Report, error) {
+	if r.o.dra {
+		return r.measureDRA(ctx, env)
+	}
 	schedConfig := r.o.SchedulerConfig
 	if schedConfig == "" {
 		schedConfig = framework.SchedulerConfigPath(env.Root)

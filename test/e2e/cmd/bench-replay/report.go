@@ -95,16 +95,22 @@ func quantiles(ds []time.Duration) [2]time.Duration {
 func newReport(o options, simulated, produced *sim.Result, latencies []time.Duration, elapsed time.Duration, inv framework.Invariants) report {
 	return report{
 		Trace: o.trace, Policy: o.policy, Seed: o.seed,
-		Simulator: allocationOf(simulated),
-		Production: productionResult{
-			allocation: allocationOf(produced),
-			Placed:     produced.Placed, Rejected: produced.Submitted - produced.Placed,
-			PodsPerS: round2(float64(produced.Submitted) / elapsed.Seconds()),
-			P99Ms:    round2(float64(framework.Percentile(latencies, 0.99).Microseconds()) / 1000),
-		},
+		Simulator:          allocationOf(simulated),
+		Production:         productionOf(produced, latencies, elapsed),
 		OvercommittedCards: len(inv.Overcommitted),
 		setup:              setupOf(o),
 		inv:                inv,
+	}
+}
+
+// productionOf is what production did: its allocation, decisions, pods submitted per second of
+// elapsed and create→bound p99 of latencies.
+func productionOf(produced *sim.Result, latencies []time.Duration, elapsed time.Duration) productionResult {
+	return productionResult{
+		allocation: allocationOf(produced),
+		Placed:     produced.Placed, Rejected: produced.Submitted - produced.Placed,
+		PodsPerS: round2(float64(produced.Submitted) / elapsed.Seconds()),
+		P99Ms:    round2(float64(framework.Percentile(latencies, 0.99).Microseconds()) / 1000),
 	}
 }
 
