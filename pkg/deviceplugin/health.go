@@ -2,10 +2,7 @@ package deviceplugin
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -13,9 +10,6 @@ import (
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 )
-
-// healthWaitTimeout is how long one NVML event wait blocks, so that the loop sees ctx end.
-const healthWaitTimeout = time.Second
 
 // ReasonGPUUnhealthy is the Warning event on each pod placed on a card that a critical XID took
 // out: the event names the card, the XID and the node.
@@ -34,28 +28,7 @@ func DefaultIgnoredXIDs() []uint64 { return []uint64{13, 31, 43, 45, 68, 109} }
 // placed on it. It returns when ctx ends or NVML events cannot be used (then health is not
 // watched, and it says so).
 func (p *Plugin) watchHealth(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	w, err := p.nv.WatchXIDs(p.inv.uuids())
-	if err != nil {
-		logger.Error(err, "GPU health is not watched: NVML XID events unavailable")
-		return
-	}
-	defer func() { _ = w.Close() }()
-	logger.Info("Watching GPU health", "ignoredXIDs", p.cfg.ignoredXIDs)
-	for ctx.Err() == nil {
-		ev, err := w.Wait(healthWaitTimeout)
-		switch {
-		case errors.Is(err, nvml.ErrTimeout):
-			continue
-		case err != nil:
-			logger.Error(err, "Waiting for NVML events failed; GPU health is no longer watched")
-			return
-		case slices.Contains(p.cfg.ignoredXIDs, ev.XID):
-			logger.V(2).Info("Application XID ignored", "xid", ev.XID, "uuid", ev.UUID)
-			continue
-		}
-		p.markUnhealthy(ctx, ev)
-	}
+	nvml.WatchCriticalXIDs(ctx, p.nv, p.inv.uuids(), p.cfg.ignoredXIDs, func(ev nvml.Event) { p.markUnhealthy(ctx, ev) })
 }
 
 // markUnhealthy applies a critical XID: the named GPU, or every GPU when NVML named none. The

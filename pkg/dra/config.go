@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -117,6 +116,3 @@ func (c *Config) pluginDir() string { return filepath.Join(c.PluginsDir, c.Drive
 
 // cdiKind is the CDI kind of the driver's devices: "<driver>/gpu".
 func (c *Config) cdiKind() string { return c.DriverName + "/gpu" }
-
-// ignores reports whether xid leaves a card healthy.
-func (c *Config) ignores(xid uint64) bool { return slices.Contains(c.IgnoredXIDs, xid) }

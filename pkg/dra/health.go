@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -14,9 +13,6 @@ import (
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 )
 
-// healthWaitTimeout is how long one NVML event wait blocks, so that the watch sees ctx end.
-const healthWaitTimeout = time.Second
-
 // healthResend is how often the cards' health is sent to kubelet when nothing changed: kubelet
 // takes a device's health as unknown when it was not refreshed within 30 seconds.
 const healthResend = 10 * time.Second
@@ -27,28 +23,7 @@ const healthResend = 10 * time.Second
 // not tolerate the taint gets it. The pods of the claims on it get a Warning event. It returns
 // when ctx ends or NVML events cannot be used (then health is not watched, and it says so).
 func (d *Driver) watchHealth(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	w, err := d.nv.WatchXIDs(d.cards.uuids())
-	if err != nil {
-		logger.Error(err, "GPU health is not watched: NVML XID events unavailable")
-		return
-	}
-	defer func() { _ = w.Close() }()
-	logger.Info("Watching GPU health", "ignoredXIDs", d.cfg.IgnoredXIDs)
-	for ctx.Err() == nil {
-		ev, err := w.Wait(healthWaitTimeout)
-		switch {
-		case errors.Is(err, nvml.ErrTimeout):
-			continue
-		case err != nil:
-			logger.Error(err, "Waiting for NVML events failed; GPU health is no longer watched")
-			return
-		case d.cfg.ignores(ev.XID):
-			logger.V(2).Info("Application XID ignored", "xid", ev.XID, "uuid", ev.UUID)
-			continue
-		}
-		d.markSick(ctx, ev, time.Now())
-	}
+	nvml.WatchCriticalXIDs(ctx, d.nv, d.cards.uuids(), d.cfg.IgnoredXIDs, func(ev nvml.Event) { d.markSick(ctx, ev, time.Now()) })
 }
 
 // markSick applies a critical XID at now: it taints the named card, or every card when NVML
