@@ -49,6 +49,9 @@ func TestSchedulerConfigs(t *testing.T) {
 		{"default", read("scheduler-config.yaml"), all, []string{"prioritize"}},
 		{"gpu-pods-only", read("scheduler-config-gpu-pods-only.yaml"), all, nil},
 		{"second", dedent(embedded), all, []string{"prioritize"}},
+		// DRA mode: every pod (converted pods ask no extended resource), never stopped by the
+		// extender, which neither binds nor preempts.
+		{"dra", read("dra/scheduler-config.yaml"), []string{"filter", "prioritize"}, []string{"filter", "prioritize"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var cfg schedv1.KubeSchedulerConfiguration

@@ -73,6 +73,9 @@ type config struct {
 	// devices of draDeviceClass.
 	draWebhook     bool
 	draDeviceClass string
+	// draMode runs the extender in DRA mode (scheduler.WithDRA) over the devices of draDriver.
+	draMode   bool
+	draDriver string
 }
 
 func defaultConfig() config {
@@ -85,7 +88,7 @@ func defaultConfig() config {
 		election.Identity, _ = os.Hostname()
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
-		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), draDeviceClass: draconvert.DefaultDeviceClass, leaderElect: true, election: election, forward: true, preemption: true,
+		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), draDeviceClass: draconvert.DefaultDeviceClass, draDriver: draconvert.DefaultDriver, leaderElect: true, election: election, forward: true, preemption: true,
 		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent,
 		gcMinHeadroom: resource.MustParse(defaultGCMinHeadroom)}
 }
@@ -135,6 +138,8 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
 	fs.BoolVar(&c.draWebhook, "dra-webhook", false, "also serve the mutating webhook of DRA mode at "+draconvert.Path+" (config/dra/webhook.yaml): a pod asking gpu-mem gets one ResourceClaim per container instead, on every replica, without a client certificate (docs/dra.md)")
 	fs.StringVar(&c.draDeviceClass, "dra-device-class", c.draDeviceClass, "the DeviceClass the DRA webhook's claims ask devices of")
+	fs.BoolVar(&c.draMode, "dra-mode", false, "DRA mode (docs/dra.md): read cards from the driver's ResourceSlices and what pods hold from their allocated ResourceClaims, place pods converted by the DRA webhook predicting the card kube-scheduler's allocator takes (first fit), and serve filter and prioritize only: kube-scheduler binds (config/dra/scheduler-config.yaml); --gpu-preemption does not apply")
+	fs.StringVar(&c.draDriver, "dra-driver", c.draDriver, "the DRA driver whose ResourceSlices and claims --dra-mode reads (share-plugin --driver-name)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
 	fs.StringVar(&c.election.Name, "leader-elect-name", c.election.Name, "name of the Lease")
@@ -205,6 +210,9 @@ func (c *config) validate(policies policies.Registry) error {
 	}
 	if err := c.names.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.draMode && c.draDriver == "" {
+		errs = append(errs, fmt.Errorf("--dra-driver must name the DRA driver with --dra-mode"))
 	}
 	return errors.Join(errs...)
 }

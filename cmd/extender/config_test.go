@@ -44,6 +44,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "tiny body limit", change: func(c *config) { c.maxBody = 100 }, wantErr: []string{"--max-body-bytes must be at least 1024"}},
 		{name: "unit below 1Mi", change: func(c *config) { c.names.Unit = resource.MustParse("512Ki") }, wantErr: []string{"unit 512Ki must be a whole number of MiB"}},
 		{name: "unit not a whole MiB", change: func(c *config) { c.names.Unit = resource.MustParse("1G") }, wantErr: []string{"unit 1G must be a whole number of MiB"}},
+		{name: "DRA mode", change: func(c *config) { c.draMode = true }},
+		{name: "DRA mode without a driver", change: func(c *config) { c.draMode, c.draDriver = true, "" }, wantErr: []string{"--dra-driver must name the DRA driver"}},
+		{name: "no driver, DRA mode off", change: func(c *config) { c.draDriver = "" }},
 		{name: "empty resource name", change: func(c *config) { c.names.Resource = " " }, wantErr: []string{"resource name is empty"}},
 		{
 			name:    "every problem is reported at once",

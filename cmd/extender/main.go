@@ -59,7 +59,7 @@ const policySyncPeriod = time.Minute
 func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting gpushare extender", "version", version.Version, "commit", version.Commit, "address", cfg.listenAddress(), "https", !cfg.plainHTTP,
-		"clientCertRequired", cfg.tls.ClientCAFile != "", "policy", cfg.policy,
+		"clientCertRequired", cfg.tls.ClientCAFile != "", "policy", cfg.policy, "draMode", cfg.draMode,
 		"resource", cfg.names.Resource, "unit", cfg.names.Unit.String(), "qps", cfg.qps, "burst", cfg.burst)
 	if os.Getenv("GOGC") == "" {
 		gc := &gctarget.Target{Percent: cfg.gcPercent, MinHeadroom: uint64(cfg.gcMinHeadroom.Value())} //nolint:gosec // G115: validated non-negative
@@ -77,6 +77,10 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	if err != nil {
 		return fmt.Errorf("informers: %w", err)
 	}
+	draSynced, draOpts, err := draMode(cfg, c, factory, logger)
+	if err != nil {
+		return err
+	}
 	pods := feed.NewPodFeed(c, cfg.names)
 	ln, err := listen(cfg, logger)
 	if err != nil {
@@ -93,6 +97,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 		return err
 	}
 	opts = append(opts, holdKey...)
+	opts = append(opts, draOpts...)
 	if cfg.bindEvents {
 		eventOpts, stopEvents, err := eventOptions(ctx, informerCtx, cfg, rc)
 		if err != nil {
@@ -112,7 +117,7 @@ func run(ctx context.Context, cfg *config, policies policies.Registry) error {
 	}
 	ext := scheduler.NewExtender(c, client, policy, cfg.names, opts...)
 	var warm atomic.Bool
-	go warmUp(informerCtx, ext, &warm, nodesSynced, pods.HasSynced)
+	go warmUp(informerCtx, ext, &warm, append([]toolscache.InformerSynced{nodesSynced, pods.HasSynced}, draSynced...)...)
 	if cfg.profilingAddress != "" {
 		go serveProfiling(ctx, cfg.profilingAddress)
 	}

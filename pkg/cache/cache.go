@@ -21,12 +21,13 @@ type cacheImpl struct {
 	names  contract.Names
 	logger klog.Logger
 
-	// mu guards nodes, snaps, pods and ids. Snapshots are replaced, never mutated.
-	mu    sync.RWMutex
-	nodes map[string]*nodeState
-	snaps map[string]*placement.NodeInfo // nodes[n].snap of every listed node, for lookups by name
-	pods  map[types.UID]*podState
-	ids   idPool
+	// mu guards nodes, snaps, pods, claims and ids. Snapshots are replaced, never mutated.
+	mu     sync.RWMutex
+	nodes  map[string]*nodeState
+	snaps  map[string]*placement.NodeInfo // nodes[n].snap of every listed node, for lookups by name
+	pods   map[types.UID]*podState
+	claims map[types.UID]*ClaimCharge // DRA mode: allocated claims by claim UID
+	ids    idPool
 	// allocations shares decoded placements between bound pods (own lock).
 	allocations allocationTable
 	// deferred makes changes mark their node stale instead of building its snapshot: a cache
@@ -46,8 +47,13 @@ type nodeState struct {
 	topology  *placement.Topology // what joins gpus, nil without; shared by the snapshots
 	cpu, mem  int64
 	pods      map[types.UID]*podState
-	snap      *placement.NodeInfo
-	stale     bool // changed since snap was built, in a deferred cache
+	// dra is set while the node's cards come from its ResourceSlices (draGPUs, in the order
+	// published), which then replace gpus; claims are the allocated claims on its cards.
+	dra     bool
+	draGPUs []placement.GPUInfo
+	claims  map[types.UID]*ClaimCharge
+	snap    *placement.NodeInfo
+	stale   bool // changed since snap was built, in a deferred cache
 }
 
 // podState is one pod on a node; every pod with a node is tracked (for CPU and memory), and
@@ -106,7 +112,7 @@ func (c *cacheImpl) RemoveNode(name string) {
 	}
 	ns.seen, ns.gpus, ns.topology, ns.snap = false, nil, nil, nil
 	delete(c.snaps, name)
-	if len(ns.pods) == 0 {
+	if len(ns.pods) == 0 && len(ns.claims) == 0 && !ns.dra {
 		delete(c.nodes, name)
 	}
 }
@@ -253,11 +259,7 @@ func (c *cacheImpl) removeLocked(ps *podState) {
 		return
 	}
 	delete(ns.pods, ps.info.UID)
-	if !ns.seen && len(ns.pods) == 0 {
-		delete(c.nodes, ns.name)
-		return
-	}
-	c.refreshLocked(ns)
+	c.forgetIfEmptyLocked(ns)
 }
 
 func (c *cacheImpl) Node(name string) (*placement.NodeInfo, bool) {

@@ -65,4 +65,18 @@ type Cache interface {
 	Visit(names []string, visit func(i int, node *placement.NodeInfo))
 	// Nodes returns every node's snapshot, sorted by name.
 	Nodes() []*placement.NodeInfo
+
+	// DRA mode (pkg/cache/feed's DRA feed): a node's cards come from its ResourceSlices and
+	// what pods hold on them from their allocated ResourceClaims, not from annotations. A pod
+	// of a DRA node asks no gpu-mem in its spec, so SetPod charges only its CPU and memory.
+
+	// SetDRACards sets a node's cards from its ResourceSlices, in the order published; they
+	// replace the inventory the Node object gives until RemoveDRACards.
+	SetDRACards(node string, gpus []placement.GPUInfo)
+	// RemoveDRACards forgets the cards of a node that no longer publishes any.
+	RemoveDRACards(node string)
+	// SetClaim charges (or charges anew) the cards an allocated claim holds to its pod.
+	SetClaim(uid types.UID, charge ClaimCharge)
+	// RemoveClaim releases a claim's charge (deallocated or deleted).
+	RemoveClaim(uid types.UID)
 }

@@ -15,7 +15,12 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *placement.NodeInfo {
 		Name: ns.name, ID: ns.id, Inventory: ns.inventory,
 		AllocatableMilliCPU: ns.cpu, AllocatableMemory: ns.mem, Topology: ns.topology,
 	}
-	n.SetGPUs(ns.gpus)
+	if ns.dra {
+		n.Inventory = placement.FromResourceSlice
+		n.SetGPUs(ns.draGPUs)
+	} else {
+		n.SetGPUs(ns.gpus)
+	}
 	for uid, ps := range ns.pods {
 		if skip[uid] {
 			continue
@@ -28,6 +33,7 @@ func buildSnapshot(ns *nodeState, skip map[types.UID]bool) *placement.NodeInfo {
 		n.Pods = append(n.Pods, ps.info)
 		chargePod(n, ps)
 	}
+	chargeClaims(n, ns, skip)
 	sort.Slice(n.Pods, func(i, j int) bool { return placement.CompareKeys(&n.Pods[i], &n.Pods[j]) < 0 })
 	n.Summarize()
 	return n

@@ -30,6 +30,8 @@ const (
 	FromAnnotation InventorySource = "annotation"
 	// FromEvenSplit: no usable annotation; gpu-mem split evenly over gpu-count.
 	FromEvenSplit InventorySource = "even-split"
+	// FromResourceSlice: the DRA driver's ResourceSlices (the extender's DRA mode).
+	FromResourceSlice InventorySource = "resourceslice"
 )
 
 // GPUInfo is one card of a node.

@@ -54,6 +54,10 @@ type Extender struct {
 	holds   overlay
 	// gangs gathers the binds of a gang PodGroup's quorum (gang.go).
 	gangs gangs
+	// dra is DRA mode (WithDRA); placer is the policy filter and prioritize place with: policy
+	// itself, or in DRA mode policy rating the card the allocator will take (dra.go).
+	dra    bool
+	placer placement.Policy
 }
 
 // verbID names one of the Extender's verbs; verbTable (handler.go) declares each, in this
@@ -117,6 +121,10 @@ func NewExtender(c cache.Cache, client kubernetes.Interface, policy placement.Po
 	o := options{ext: e, preempt: preempt.Config{Enabled: true}}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	e.placer = policy
+	if e.dra {
+		e.useDRA()
 	}
 	e.fence = fence.NewWriter(client, e.leadership)
 	cfg := o.preempt

@@ -9,7 +9,6 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/placement"
 	"github.com/gpushare/gpushare/pkg/scheduler/preempt"
 	"github.com/gpushare/gpushare/pkg/scheduler/wire"
@@ -48,7 +47,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)
 	answer := &wire.FilterAnswer{Args: args, Names: names, Passed: buf.fits, Failures: buf.failures}
-	req, err := contract.ParseRequest(args.Pod, &e.names)
+	req, err := e.request(args.Pod)
 	if err != nil {
 		invalid := &placement.FitError{Reason: err.Error(), Summary: err.Error(), Unresolvable: true}
 		for i := range buf.failures {
@@ -81,7 +80,7 @@ func (e *Extender) filter(ctx context.Context, args *extenderv1.ExtenderArgs, us
 		res := podResources(args.Pod)
 		parallelize(len(names), func(lo, hi int) {
 			var plan placement.Plan
-			d := placement.NewDecision(e.policy, &req, res) // one per goroutine
+			d := placement.NewDecision(e.placer, &req, res) // one per goroutine
 			view.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
 				if fe := e.check(d, node, &plan, knownUnfit, sums); fe != nil {
 					buf.failures[lo+i] = fe

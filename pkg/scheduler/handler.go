@@ -136,6 +136,9 @@ func newHandler(ext *Extender, ready func() bool, cfg HandlerConfig, logger klog
 	h.metricsHandler = &metricsHandler{gatherer: prometheus.Gatherers{ext.metrics.registry, state}, ext: ext, logger: logger, ttl: cfg.MetricsTTL}
 	r := httprouter.New()
 	for _, v := range ext.verbs {
+		if v.serve == nil {
+			continue // not offered in this mode (DRA mode: bind and preempt)
+		}
 		r.POST(Prefix+"/"+v.name, h.route(v))
 	}
 	r.GET(Prefix+"/inspect", h.authenticated(h.inspectAll))

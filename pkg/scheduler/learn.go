@@ -19,9 +19,13 @@ func (e *Extender) Relearn() {
 }
 
 // SyncPolicy hands every node's snapshot to a policy that keeps per-node state (NodeSyncer),
-// so that it forgets deleted nodes; it does nothing for other policies. RunPolicySync calls it
-// periodically.
+// so that it forgets deleted nodes; it does nothing for other policies. In DRA mode, where the
+// extender binds nothing and so teaches a learning policy no pod, it relearns from the pods
+// the cache holds (their claims) instead. RunPolicySync calls it periodically.
 func (e *Extender) SyncPolicy() {
+	if e.dra {
+		e.Relearn()
+	}
 	if s, ok := e.policy.(placement.NodeSyncer); ok {
 		s.SyncNodes(e.cache.Nodes())
 	}

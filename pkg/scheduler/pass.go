@@ -88,7 +88,7 @@ func (e *Extender) scoreNodes(view nodeView, pod *v1.Pod, req *gpumem.PodRequest
 	raw, fits := buf.raw, buf.fits
 	parallelize(len(names), func(lo, hi int) {
 		var plan placement.Plan
-		d := placement.NewDecision(e.policy, req, res) // one per goroutine
+		d := placement.NewDecision(e.placer, req, res) // one per goroutine
 		view.Visit(names[lo:hi], func(i int, node *placement.NodeInfo) {
 			if node != nil {
 				raw[lo+i], fits[lo+i] = d.Score(node, &plan)

@@ -7,8 +7,6 @@ import (
 
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-
-	"github.com/gpushare/gpushare/pkg/contract"
 )
 
 // Prioritize scores the candidate nodes with the policy. One node alone gets
@@ -17,7 +15,7 @@ import (
 // pods, which is what a packing policy avoids); the others are scaled to
 // 0..MaxExtenderPriority-1; nodes where the pod does not fit get 0. A pod without gpu-mem is
 // scored too (it reaches the extender when the scheduler configuration sends it every pod):
-// where its CPU goes decides which cards stay usable.
+// where its CPU goes decides which cards stay usable; in DRA mode it gets 0 everywhere.
 func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs) (extenderv1.HostPriorityList, error) {
 	if args.Pod == nil {
 		return nil, fmt.Errorf("prioritize: request has no pod")
@@ -27,9 +25,9 @@ func (e *Extender) Prioritize(ctx context.Context, args *extenderv1.ExtenderArgs
 	for i, n := range names {
 		out[i] = extenderv1.HostPriority{Host: n}
 	}
-	req, err := contract.ParseRequest(args.Pod, &e.names)
-	if err != nil {
-		return out, nil // filter already reported the error
+	req, err := e.request(args.Pod)
+	if err != nil || (e.dra && req.Empty()) {
+		return out, nil // filter already reported the error; a DRA pod of no gpu-mem is not ours to rate
 	}
 	buf := e.buffers.get(len(names))
 	defer e.buffers.put(buf)

@@ -11,7 +11,7 @@ import (
 )
 
 // DRANode says who chooses a pod's node under Dynamic Resource Allocation, where
-// kube-scheduler's allocator always chooses the card (FirstFit).
+// kube-scheduler's allocator always chooses the card (placement.FirstFit).
 type DRANode string
 
 // The node choosers of a DRA variant.
@@ -103,11 +103,11 @@ func (p *placer) decide(pod *v1.Pod, req *gpumem.PodRequest, res placement.PodRe
 		return d, best, ok, nil
 	}
 	if p.dra.variant.Node == DRANodePredict {
-		d := placement.NewDecision(firstFit{inner: p.policy, order: p.dra.variant.Order}, req, res)
+		d := placement.NewDecision(firstFit(p.policy, p.dra.variant.Order), req, res)
 		best, ok := p.choose(d, pod)
 		return d, best, ok, nil
 	}
-	allocator := placement.NewDecision(firstFit{order: p.dra.variant.Order}, req, res)
+	allocator := placement.NewDecision(firstFit(nil, p.dra.variant.Order), req, res)
 	var node *placement.NodeInfo
 	switch p.dra.variant.Node {
 	case DRANodeNaive:

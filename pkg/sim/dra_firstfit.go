@@ -1,133 +1,26 @@
 package sim
 
 import (
-	"slices"
-
-	"github.com/gpushare/gpushare/pkg/gpumem"
 	"github.com/gpushare/gpushare/pkg/placement"
 )
 
-// CardOrder is the order in which a DRA driver publishes a node's cards in its ResourceSlice.
-// kube-scheduler's allocator (k8s.io/dynamic-resource-allocation/structured) walks pools by ID,
-// slices by name and devices in the order published, and takes the first cards that fit: the
-// order is the only say the node's driver has in which card a claim gets.
-type CardOrder string
+// CardOrder is the order in which a DRA driver publishes a node's cards
+// (placement.CardOrder: the extender in DRA mode predicts the allocator with the same code).
+type CardOrder = placement.CardOrder
 
-// The card orders of a DRA variant.
+// The card orders of a DRA variant (placement's).
 const (
-	// CardOrderIndex publishes the cards by NVML index, as drivers do.
-	CardOrderIndex CardOrder = "index"
-	// CardOrderTightest publishes the card with the least free memory (the most allocated)
-	// first, lowest index on ties, republished whenever an allocation changes it: first-fit in
-	// it is best-fit.
-	CardOrderTightest CardOrder = "tightest"
-	// CardOrderEmptiest publishes the card with the most free memory first, lowest index on
-	// ties: first-fit in it is worst-fit.
-	CardOrderEmptiest CardOrder = "emptiest"
+	CardOrderIndex    = placement.CardOrderIndex
+	CardOrderTightest = placement.CardOrderTightest
+	CardOrderEmptiest = placement.CardOrderEmptiest
 )
 
 // cardOrders lists the orders a variant may name.
-func cardOrders() []CardOrder {
-	return []CardOrder{CardOrderIndex, CardOrderTightest, CardOrderEmptiest}
-}
+func cardOrders() []CardOrder { return placement.CardOrders() }
 
-// key is where card g of node stands in the published order: lower first, the lowest index
-// first among equal keys.
-func (o CardOrder) key(node *placement.NodeInfo, g int) float64 {
-	switch o {
-	case CardOrderTightest:
-		return float64(node.UsableFree()[g])
-	case CardOrderEmptiest:
-		return -float64(node.UsableFree()[g])
-	}
-	return float64(g)
-}
-
-// Published returns the positions of node's cards (in NodeInfo.GPUs) in the order the driver
-// publishes them.
-func (o CardOrder) Published(node *placement.NodeInfo) []int {
-	out := make([]int, len(node.GPUs))
-	for g := range out {
-		out[g] = g
-	}
-	slices.SortStableFunc(out, func(a, b int) int {
-		ka, kb := o.key(node, a), o.key(node, b)
-		switch {
-		case ka < kb:
-			return -1
-		case kb < ka:
-			return 1
-		}
-		return 0
-	})
-	return out
-}
-
-// FirstFit is the allocator's answer to a claim for count distinct cards with units of memory
-// on each (a ResourceClaim request `count: N, capacity: {requests: {memory: X}}` on devices
-// with allowMultipleAllocations): the first count cards of node, in the order published, that
-// fit (healthy, a model req accepts, units free), in that order; ok is false when fewer fit.
-// The allocator backtracks only when a later request or constraint fails, and a claim of one
-// request has none, so its first solution is this one.
-func FirstFit(node *placement.NodeInfo, order CardOrder, units int64, count int, req *gpumem.PodRequest) (cards []int, ok bool) {
-	for _, g := range order.Published(node) {
-		if len(cards) == count {
-			break
-		}
-		if node.CardFits(g, units, req) {
-			cards = append(cards, g)
-		}
-	}
-	return cards, len(cards) == count
-}
-
-// firstFit is a placement.Policy whose scorer plans a pod's cards as kube-scheduler's
-// allocator chooses them under DRA (the first cards that fit in the order published), and
-// rates a node with its inner policy's score of that plan: the extender choosing the node
-// knowing which card the allocator will take on it. With a nil inner policy every node
-// rates 0 (the allocator alone, for a node someone else chose).
-type firstFit struct {
-	inner placement.Policy
-	order CardOrder
-}
-
-var _ placement.Policy = firstFit{}
-
-// Name is the inner policy's name.
-func (f firstFit) Name() string {
-	if f.inner == nil {
-		return "first-fit"
-	}
-	return f.inner.Name()
-}
-
-// ForPod wraps the inner policy's scorer for the pod.
-func (f firstFit) ForPod(res placement.PodResources) placement.Scorer {
-	s := &firstFitScorer{order: f.order}
-	if f.inner != nil {
-		s.inner = f.inner.ForPod(res)
-	}
-	return s
-}
-
-// firstFitScorer ranks cards by the published order and scores nodes with the inner scorer.
-// It offers none of the planning shortcuts (FreeOrderer, CardPicker), so the planner ranks
-// every card through RankGPU: the one-card plan is the first fitting card, and a container
-// on k cards takes the first k that fit, as FirstFit.
-type firstFitScorer struct {
-	inner placement.Scorer
-	order CardOrder
-}
-
-// RankGPU is card g's place in the published order.
-func (s *firstFitScorer) RankGPU(node *placement.NodeInfo, g int, _ int64, _ *gpumem.PodRequest) float64 {
-	return s.order.key(node, g)
-}
-
-// ScoreNode is the inner scorer's rating of node with plan, 0 without one.
-func (s *firstFitScorer) ScoreNode(node *placement.NodeInfo, plan *placement.Plan, req *gpumem.PodRequest) float64 {
-	if s.inner == nil {
-		return 0
-	}
-	return s.inner.ScoreNode(node, plan, req)
+// firstFit is the policy that plans a pod's cards as kube-scheduler's allocator chooses them
+// under DRA and rates a node with inner's score of that plan (placement.PredictFirstFit); with
+// a nil inner every node rates 0.
+func firstFit(inner placement.Policy, order CardOrder) placement.Policy {
+	return placement.PredictFirstFit(inner, order)
 }

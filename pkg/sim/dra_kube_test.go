@@ -75,12 +75,12 @@ func TestKubeScore(t *testing.T) {
 }
 
 // argmaxScore is the index of the node of nodes with the highest wantKubeScore among those
-// with the pod's CPU and memory free and its claim's cards (FirstFit), the first on ties; -1
+// with the pod's CPU and memory free and its claim's cards (placement.FirstFit), the first on ties; -1
 // for none.
 func argmaxScore(nodes []*placement.NodeInfo, res placement.PodResources, units int64) int {
 	best, bestScore := -1, int64(0)
 	for i, n := range nodes {
-		if _, ok := FirstFit(n, CardOrderIndex, units, 1, claim(units, 1)); !ok || !podFits(n, res) {
+		if _, ok := placement.FirstFit(n, CardOrderIndex, units, 1, claim(units, 1)); !ok || !podFits(n, res) {
 			continue
 		}
 		if s := wantKubeScore(n, res); best < 0 || s > bestScore {
@@ -115,7 +115,7 @@ func TestKubeSchedulerChooses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := placement.NewDecision(firstFit{order: CardOrderIndex}, claim(tt.units, 1), pod)
+			d := placement.NewDecision(firstFit(nil, CardOrderIndex), claim(tt.units, 1), pod)
 			k := &kubeScheduler{}
 			got, ok := k.choose(d, tt.nodes)
 			want := argmaxScore(tt.nodes, pod, tt.units)
@@ -139,7 +139,7 @@ func TestKubeSchedulerRotates(t *testing.T) {
 	}
 	k := &kubeScheduler{}
 	step := k.sampler.numFeasibleNodesToFind(len(nodes))
-	d := placement.NewDecision(firstFit{order: CardOrderIndex}, claim(100, 1), placement.PodResources{MilliCPU: 1000, Memory: 1 << 30})
+	d := placement.NewDecision(firstFit(nil, CardOrderIndex), claim(100, 1), placement.PodResources{MilliCPU: 1000, Memory: 1 << 30})
 	for cycle := range 4 {
 		got, ok := k.choose(d, nodes)
 		if want := nodes[cycle*step%len(nodes)]; !ok || got != want {

@@ -122,7 +122,7 @@ func TestDRACardsAreTheAllocators(t *testing.T) {
 					}
 					placed++
 					cr := req.Containers[0]
-					want, _ := FirstFit(best.Node, order, cr.PerGPU(), cr.GPUs, req)
+					want, _ := placement.FirstFit(best.Node, order, cr.PerGPU(), cr.GPUs, req)
 					if got := best.Plan.UsedGPUs(); !cmp.Equal(want, got) {
 						t.Fatalf("pod %d on %s (free %v): cards %v, the allocator's %v", i, best.Node.Name, best.Node.UsableFree(), got, want)
 					}
@@ -170,7 +170,7 @@ func TestDRAPredictRatesTheAllocatorsCard(t *testing.T) {
 			if node == DRANodeNaive {
 				plan, _ = placement.PlanPod(n, req, placement.Binpack{})
 			} else {
-				cards, _ := FirstFit(n, CardOrderIndex, 500, 1, req)
+				cards, _ := placement.FirstFit(n, CardOrderIndex, 500, 1, req)
 				plan.Slots = []placement.Slot{{GPU: cards[0], Units: 500}}
 			}
 			rated[node][n.Name] = placement.Binpack{}.ScoreNode(n, plan, req)
