@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,25 +19,33 @@ import (
 
 // fakeAPIServer serves the few read-only core/v1 endpoints the plugin uses from fixture objects:
 // node list and get, and pod lists across namespaces with field selectors and paging (limit and
-// continue), as a real API server does. It records every request.
+// continue), as a real API server does; with dra, also resource.k8s.io/v1 (see
+// apiserver_dra_test.go). It records every request.
 type fakeAPIServer struct {
 	nodes      []v1.Node
 	pods       []v1.Pod
 	forbidPods bool
+	dra        bool
+	slices     []resourceapi.ResourceSlice
+	claims     []resourceapi.ResourceClaim
 
 	mu       sync.Mutex // guards requests
 	requests []string
 }
 
-func newFakeAPIServer(t *testing.T, objs []runtime.Object, forbidPods bool) (*fakeAPIServer, *httptest.Server) {
+func newFakeAPIServer(t *testing.T, objs []runtime.Object, forbidPods, dra bool) (*fakeAPIServer, *httptest.Server) {
 	t.Helper()
-	s := &fakeAPIServer{forbidPods: forbidPods}
+	s := &fakeAPIServer{forbidPods: forbidPods, dra: dra}
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *v1.Node:
 			s.nodes = append(s.nodes, *o)
 		case *v1.Pod:
 			s.pods = append(s.pods, *o)
+		case *resourceapi.ResourceSlice:
+			s.slices = append(s.slices, *o)
+		case *resourceapi.ResourceClaim:
+			s.claims = append(s.claims, *o)
 		}
 	}
 	srv := httptest.NewServer(s)
@@ -67,6 +76,8 @@ func (s *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			`pods is forbidden: User "viewer" cannot list resource "pods" in API group "" at the cluster scope`)
 	case r.URL.Path == "/api/v1/pods":
 		s.listPods(w, r)
+	case s.dra && strings.HasPrefix(r.URL.Path, draPrefix):
+		s.serveDRA(w, r)
 	default:
 		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, "no such path "+r.URL.Path)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	st "github.com/gpushare/gpushare/pkg/inspect/testing"
 )
@@ -30,9 +31,12 @@ func TestKubectlPlugin(t *testing.T) {
 		name       string
 		args       []string
 		forbidPods bool
-		golden     string // file in goldenDir that stdout must equal
-		wantFail   string // when set, the run must exit non-zero with this on stderr
+		dra        bool             // the server serves resource.k8s.io/v1
+		objs       []runtime.Object // the cluster; st.Cluster() when nil
+		golden     string           // file in goldenDir that stdout must equal
+		wantFail   string           // when set, the run must exit non-zero with this on stderr
 		podLists   []string
+		sliceLists []string
 	}{
 		{name: "table", golden: "table.golden",
 			podLists: []string{"spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"}},
@@ -49,10 +53,20 @@ func TestKubectlPlugin(t *testing.T) {
 			}},
 		{name: "unknown node", args: []string{"nope"}, wantFail: `unknown node: node "nope" not found`},
 		{name: "forbidden", forbidPods: true, wantFail: "may not list pods in all namespaces"},
+		{name: "dra", dra: true, objs: st.DRACluster(), golden: "dra-table.golden",
+			sliceLists: []string{"spec.driver=" + st.DRADriver}},
+		{name: "dra json", dra: true, objs: st.DRACluster(), args: []string{"-o", "json"}, golden: "dra-json.golden"},
+		{name: "dra named node", dra: true, objs: st.DRACluster(), args: []string{"node-d"}, golden: "dra-node.golden",
+			sliceLists: []string{"spec.driver=" + st.DRADriver + ",spec.nodeName=node-d"}},
+		{name: "dra not served", objs: st.DRACluster(), golden: "table.golden"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			api, srv := newFakeAPIServer(t, st.Cluster(), tc.forbidPods)
+			objs := tc.objs
+			if objs == nil {
+				objs = st.Cluster()
+			}
+			api, srv := newFakeAPIServer(t, objs, tc.forbidPods, tc.dra)
 			kubeconfig := writeKubeconfig(t, srv.URL)
 			cmd := exec.Command(kubectl, append([]string{"inspect", "gpushare", "--kubeconfig", kubeconfig}, tc.args...)...)
 			cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"),
@@ -62,8 +76,13 @@ func TestKubectlPlugin(t *testing.T) {
 			err := cmd.Run()
 			checkRun(t, tc.golden, tc.wantFail, err, stdout.String(), stderr.String())
 			if tc.podLists != nil {
-				if diff := cmp.Diff(tc.podLists, firstPodLists(api.Requests())); diff != "" {
+				if diff := cmp.Diff(tc.podLists, firstLists(api.Requests(), "/api/v1/pods")); diff != "" {
 					t.Errorf("pod lists (first page of each, -want,+got):\n%s", diff)
+				}
+			}
+			if tc.sliceLists != nil {
+				if diff := cmp.Diff(tc.sliceLists, firstLists(api.Requests(), draPrefix+"/resourceslices")); diff != "" {
+					t.Errorf("ResourceSlice lists (first page of each, -want,+got):\n%s", diff)
 				}
 			}
 		})
@@ -91,13 +110,13 @@ func checkRun(t *testing.T, golden, wantFail string, err error, stdout, stderr s
 	}
 }
 
-// firstPodLists returns the field selector of each pod list that starts a new list (no
+// firstLists returns the field selector of each list of path that starts a new list (no
 // continue token), in order.
-func firstPodLists(requests []string) []string {
+func firstLists(requests []string, listPath string) []string {
 	var out []string
 	for _, r := range requests {
 		path, query, _ := strings.Cut(strings.TrimPrefix(r, "GET "), "?")
-		if path != "/api/v1/pods" || strings.Contains(query, "continue=") {
+		if path != listPath || strings.Contains(query, "continue=") {
 			continue
 		}
 		for _, kv := range strings.Split(query, "&") {

@@ -16,14 +16,16 @@ func PrintDetails(out io.Writer, r *Report, wide bool) error {
 				return err
 			}
 		}
-		if err := printNodeDetails(out, &r.Nodes[i], r.Unit, wide); err != nil {
+		if err := printNodeDetails(out, &r.Nodes[i], r.Unit, wide, anyDRA(r)); err != nil {
 			return fmt.Errorf("node %s: %w", r.Nodes[i].Name, err)
 		}
 	}
 	return printClusterLine(out, r)
 }
 
-func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide bool) error {
+// printNodeDetails prints one node's details; mode adds the MODE column to its card table
+// (wide only).
+func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide, mode bool) error {
 	w := newTable(out)
 	t := &rows{w: w}
 	t.row("NAME:", n.Name)
@@ -32,7 +34,7 @@ func printNodeDetails(out io.Writer, n *NodeReport, unit string, wide bool) erro
 	writePodTable(t, n, wide)
 	t.row()
 	if wide {
-		writeCards(t, []NodeReport{*n}, unit)
+		writeCards(t, []NodeReport{*n}, unit, mode)
 		t.row()
 	}
 	t.row("Allocated/Total GPU Memory("+unit+"):",

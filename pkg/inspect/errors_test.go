@@ -32,6 +32,7 @@ func TestErrors(t *testing.T) {
 		{name: "named node forbidden", args: []string{"node-a"}, forbid: "nodes", wantErr: inspect.ErrForbidden, wantInMsg: `may not get nodes (node "node-a")`},
 		{name: "bad output", args: []string{"-o", "xml"}, wantErr: inspect.ErrInvalidOptions, wantInMsg: `--output "xml"`},
 		{name: "bad unit", args: []string{"--unit", "1Ki"}, wantErr: inspect.ErrInvalidOptions, wantInMsg: "unit"},
+		{name: "empty DRA driver", args: []string{"--dra-driver", ""}, wantErr: inspect.ErrInvalidOptions, wantInMsg: "--dra-driver"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

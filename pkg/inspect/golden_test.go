@@ -22,9 +22,15 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // run executes the command on a fake clientset holding objs and returns stdout and stderr.
 func run(t *testing.T, objs []runtime.Object, args ...string) (string, string, error) {
 	t.Helper()
+	return runOn(t, fake.NewClientset(objs...), args...)
+}
+
+// runOn executes the command on client and returns stdout and stderr.
+func runOn(t *testing.T, client *fake.Clientset, args ...string) (string, string, error) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
-	cmd := inspect.NewCmd(streams, inspect.WithClient(fake.NewClientset(objs...)))
+	cmd := inspect.NewCmd(streams, inspect.WithClient(client))
 	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra would read os.Args
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), errOut.String(), err
@@ -56,6 +62,7 @@ func TestGoldenViews(t *testing.T) {
 		name string
 		objs []runtime.Object
 		args []string
+		dra  bool // the API server serves resource.k8s.io/v1
 	}{
 		{name: "table", args: nil},
 		{name: "wide", args: []string{"-o", "wide"}},
@@ -73,6 +80,13 @@ func TestGoldenViews(t *testing.T) {
 		{name: "json-topology", objs: st.TopologyCluster(), args: []string{"-o", "json"}},
 		{name: "wide-capacity", objs: st.CapacityCluster(), args: []string{"-o", "wide"}},
 		{name: "json-capacity", objs: st.CapacityCluster(), args: []string{"-o", "json"}},
+		{name: "dra-table", objs: st.DRACluster(), dra: true},
+		{name: "dra-wide", objs: st.DRACluster(), dra: true, args: []string{"-o", "wide"}},
+		{name: "dra-details", objs: st.DRACluster(), dra: true, args: []string{"-d"}},
+		{name: "dra-details-wide", objs: st.DRACluster(), dra: true, args: []string{"-d", "-o", "wide"}},
+		{name: "dra-details-namespace", objs: st.DRACluster(), dra: true, args: []string{"-d", "-n", "team-a", "node-d"}},
+		{name: "dra-json", objs: st.DRACluster(), dra: true, args: []string{"-o", "json"}},
+		{name: "dra-node", objs: st.DRACluster(), dra: true, args: []string{"node-d"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,7 +94,7 @@ func TestGoldenViews(t *testing.T) {
 			if tc.objs != nil {
 				objs = tc.objs
 			}
-			out, errOut, err := run(t, objs, tc.args...)
+			out, errOut, err := runOn(t, newDRAClient(objs, draServer{served: tc.dra}), tc.args...)
 			if err != nil {
 				t.Fatalf("run %v: %v", tc.args, err)
 			}

@@ -47,6 +47,7 @@ type Options struct {
 	details       bool
 	output        string
 	allNamespaces bool
+	draDriver     string
 
 	// Set by Complete.
 	nodeNames []string
@@ -64,7 +65,8 @@ func WithClient(client kubernetes.Interface) Option {
 
 // NewOptions returns Options with the default contract names and kubeconfig flags.
 func NewOptions(streams genericiooptions.IOStreams, opts ...Option) *Options {
-	o := &Options{configFlags: genericclioptions.NewConfigFlags(true), IOStreams: streams, names: contract.DefaultNames()}
+	o := &Options{configFlags: genericclioptions.NewConfigFlags(true), IOStreams: streams, names: contract.DefaultNames(),
+		draDriver: DefaultDRADriver}
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -101,6 +103,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fl.BoolVarP(&o.details, "details", "d", false, "list the pods on each node with their memory per card")
 	fl.StringVarP(&o.output, "output", "o", "", "output format: wide, json or yaml (default: a table)")
 	fl.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list pods of all namespaces in the details (the default; overrides -n)")
+	fl.StringVar(&o.draDriver, "dra-driver", o.draDriver, "the DRA driver whose ResourceSlices and ResourceClaims show DRA nodes (read when the API server serves resource.k8s.io/v1)")
 	o.configFlags.AddFlags(fl)
 	gofs := flag.NewFlagSet("gpushare", flag.ContinueOnError)
 	o.names.AddFlags(gofs)
@@ -147,6 +150,9 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("%w: --output %q: use wide, json or yaml", ErrInvalidOptions, o.output)
 	}
+	if o.draDriver == "" {
+		return fmt.Errorf("%w: --dra-driver must not be empty", ErrInvalidOptions)
+	}
 	if err := o.names.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -159,7 +165,13 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := BuildReport(o.names, cache.New(o.names, klog.FromContext(ctx)), nodes, pods, o.namespace)
+	dra, err := FetchDRA(ctx, o.client, o.draDriver, o.nodeNames)
+	if err != nil {
+		return err
+	}
+	c := cache.New(o.names, klog.FromContext(ctx))
+	FeedDRA(ctx, c, o.draDriver, o.names, dra)
+	r := BuildReport(o.names, c, nodes, pods, o.namespace)
 	if err := o.checkNamed(&r); err != nil {
 		return err
 	}

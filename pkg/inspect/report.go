@@ -62,8 +62,12 @@ type NodeReport struct {
 	Name string `json:"name"`
 	// Address is the node's InternalIP (else its first address); empty when it has none.
 	Address string `json:"address"`
-	// Inventory says where card sizes came from: "annotation" or "even-split".
+	// Inventory says where card sizes came from: "annotation", "even-split" or "resourceslice"
+	// (the DRA driver's slices).
 	Inventory placement.InventorySource `json:"inventory"`
+	// Mode is ModeDRA when the node's cards come from the DRA driver's ResourceSlices and what
+	// pods hold from their allocated ResourceClaims; empty (absent) for a device-plugin node.
+	Mode string `json:"mode,omitempty"`
 	// MemoryLimit is how the node's share-plugin holds containers to the memory they asked
 	// (contract.MemoryLimit*: hami-core, none, unavailable), from its inventory annotation;
 	// empty when the plugin does not say (older plugins, no annotation).
@@ -166,6 +170,9 @@ func nodeReport(n *placement.NodeInfo, addr, namespace string, top nodeTopology)
 	nr := NodeReport{Name: n.Name, Address: addr, Inventory: n.Inventory, PendingUnits: n.PendingUnits,
 		Summary: Summary{Allocated: n.UsedUnits(), Total: n.TotalUnits()},
 		GPUs:    make([]GPUReport, 0, len(n.GPUs)), Pods: []PodReport{}}
+	if n.Inventory == placement.FromResourceSlice {
+		nr.Mode = ModeDRA
+	}
 	for _, g := range n.GPUs {
 		mem := top.memory[g.Index]
 		nr.GPUs = append(nr.GPUs, GPUReport{Index: g.Index, UUID: g.UUID, Model: g.Model, Healthy: g.Healthy,

@@ -57,10 +57,14 @@ func NewDRAFeed(c cache.Cache, driver string, names contract.Names, logger klog.
 		slices: map[string]map[string]*resourceapi.ResourceSlice{}, charged: map[types.UID]bool{}}
 }
 
-// sliceNode is the node of one of the driver's slices: its nodeName, else its pool's name
-// (the driver names its pool after the node); "" for a slice of another driver.
-func (f *DRAFeed) sliceNode(s *resourceapi.ResourceSlice) string {
-	if s.Spec.Driver != f.driver {
+// sliceNode is the node of one of the driver's slices (see DRASliceNode).
+func (f *DRAFeed) sliceNode(s *resourceapi.ResourceSlice) string { return DRASliceNode(s, f.driver) }
+
+// DRASliceNode is the node whose cards slice s publishes for driver: its nodeName, else its
+// pool's name (the driver names its pool after the node); "" for a slice of another driver.
+// It is how DRAFeed files a slice, for callers that pick slices by node before feeding them.
+func DRASliceNode(s *resourceapi.ResourceSlice, driver string) string {
+	if s.Spec.Driver != driver {
 		return ""
 	}
 	if s.Spec.NodeName != nil && *s.Spec.NodeName != "" {
