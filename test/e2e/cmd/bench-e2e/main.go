@@ -12,9 +12,11 @@
 // connection (framework.ConnFront, as kube-proxy does). The report then says, per replica,
 // what it bound and refused. With --fence the extender's runs install its RBAC and admission
 // policies (the fence among them) and act as its service account, to measure what they cost.
+// With --dra the runs are DRA mode's (dra.go): ResourceSlices and claims instead of gpu-mem,
+// the extender's runs with --dra-mode behind config/dra/scheduler-config.yaml.
 //
 //	bench-e2e [--nodes 1000] [--pods 5000] [--runs 3] [--scheduler-qps 0] [--create-qps 0]
-//	          [--replicas 1] [--front request|request-leader|connection] [--handover] [--extender-only] [--fence]
+//	          [--replicas 1] [--front request|request-leader|connection] [--handover] [--extender-only] [--fence] [--dra]
 package main
 
 import (
@@ -39,6 +41,7 @@ func main() {
 	flag.StringVar(&o.front, "front", o.front, "how kube-scheduler reaches the replicas: request (each call to the next ready replica), request-leader (each call to the next replica whose /readyz/leader answers 200: the leader) or connection (each TCP connection, as a Service through kube-proxy); given with --replicas 1, the one replica is reached through it too")
 	flag.BoolVar(&o.handover, "handover", false, "with --replicas 2 or more: before the burst the leader stops (releasing the Lease), another replica takes over and the stopped one restarts as a follower on its port, so the burst runs after a leadership change")
 	flag.BoolVar(&o.extenderOnly, "extender-only", false, "run only the extender's runs, not kube-scheduler alone's (to compare extender setups, e.g. --replicas 1 against 2)")
+	flag.BoolVar(&o.dra, "dra", false, "DRA mode (docs/dra.md): each node publishes its cards in a ResourceSlice instead of gpu-mem, each pod is created in the claim form DRA mode's webhook gives it, kube-controller-manager makes the claims (with --scheduler-qps/--scheduler-burst as its client limits when set), kube-scheduler's allocator picks the card and binds; the extender's runs add the extender with --dra-mode behind config/dra/scheduler-config.yaml (unless --scheduler-config)")
 	flag.BoolVar(&o.fence, "fence", false, "the extender's runs install config/extender/rbac.yaml and config/admission/extender-*.yaml and run the replicas as the extender's service account: every Binding and placement write goes through the admission policies, the fence among them (to measure their cost)")
 	benchrun.Bench{
 		Name: "bench-e2e", TempPrefix: "gpushare-bench-", Logf: logf, Flags: &o.Flags,

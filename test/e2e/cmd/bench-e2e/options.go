@@ -39,6 +39,9 @@ type options struct {
 	// fence: the extender's runs install its RBAC and admission policies (the fence among them)
 	// and run the replicas as its service account, so that every Binding is checked.
 	fence bool
+	// dra runs DRA mode's runs (dra.go): ResourceSlices and claims instead of gpu-mem, the
+	// extender's runs with --dra-mode behind config/dra/scheduler-config.yaml.
+	dra bool
 }
 
 // The fronts of --front.
@@ -77,6 +80,9 @@ func (o options) check() error {
 	if o.front != frontRequest && o.front != frontConnection && o.front != frontRequestLeader {
 		return fmt.Errorf("--front must be %s, %s or %s, not %q", frontRequest, frontRequestLeader, frontConnection, o.front)
 	}
+	if err := o.checkDRA(); err != nil {
+		return err
+	}
 	if o.pods > o.nodes*8*16/2 {
 		return fmt.Errorf("%d pods of up to 8 GiB may not fit %d nodes of 8 x 16 GiB; use at most %d", o.pods, o.nodes, o.nodes*8*16/2)
 	}
@@ -91,4 +97,19 @@ func (o options) modes(alone, ext string) []mode {
 		return modes[1:]
 	}
 	return modes
+}
+
+// checkDRA refuses, with --dra, the flags of the device-plugin mode's extender setups: in DRA
+// mode the extender neither binds nor elects a leader in these runs, and one replica is called
+// directly.
+func (o options) checkDRA() error {
+	switch {
+	case !o.dra:
+		return nil
+	case o.replicas != 1 || o.frontSet:
+		return fmt.Errorf("--dra runs one extender replica, called directly: no --replicas or --front")
+	case o.fence || o.handover:
+		return fmt.Errorf("--fence and --handover are for the device-plugin mode, not --dra")
+	}
+	return nil
 }

@@ -28,6 +28,11 @@ func TestOptionsCheck(t *testing.T) {
 		{name: "unknown front", edit: func(o *options) { o.front = "dns" }, wantErr: `not "dns"`},
 		{name: "leader front", edit: func(o *options) { o.front = frontRequestLeader }},
 		{name: "as many pods as surely fit", edit: func(o *options) { o.pods = 10 * 8 * 16 / 2 }},
+		{name: "DRA", edit: func(o *options) { o.dra = true }},
+		{name: "DRA with two replicas", edit: func(o *options) { o.dra, o.replicas = true, 2 }, wantErr: "--dra runs one extender replica"},
+		{name: "DRA with a front", edit: func(o *options) { o.dra, o.frontSet = true, true }, wantErr: "no --replicas or --front"},
+		{name: "DRA with a handover", edit: func(o *options) { o.dra, o.handover = true, true }, wantErr: "not --dra"},
+		{name: "DRA with the fence", edit: func(o *options) { o.dra, o.fence, o.replicas = true, true, 2 }, wantErr: "--dra runs one extender replica"},
 		{name: "more pods than surely fit", edit: func(o *options) { o.pods = 10*8*16/2 + 1 }, wantErr: "use at most 640"},
 	}
 	for _, tt := range tests {

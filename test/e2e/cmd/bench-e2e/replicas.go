@@ -63,6 +63,9 @@ func (b *bench) startExtenders(ctx context.Context) (host string, profileAddrs [
 			election = []string{"--leader-elect=true", "--leader-elect-identity=" + replicaIdentity(i)}
 		}
 		election = append(election, asAccount...)
+		if b.o.dra {
+			election = append(election, draExtenderModeFlag)
+		}
 		args, profileAddr, err := benchrun.ExtenderArgs(b.o.ExtenderArgs, b.o.profile != "", election...)
 		if err != nil {
 			return "", nil, closeFront, err

@@ -15,8 +15,10 @@ import (
 
 // report is the JSON object on the last line.
 type report struct {
-	Nodes int `json:"nodes"`
-	Pods  int `json:"pods"`
+	// DRA says that the runs were DRA mode's (--dra).
+	DRA   bool `json:"dra,omitempty"`
+	Nodes int  `json:"nodes"`
+	Pods  int  `json:"pods"`
 	// Replicas is the number of extender replicas in the extender's runs, and Front how
 	// kube-scheduler reached them: none (directly), request or connection.
 	Replicas int    `json:"replicas"`
@@ -55,6 +57,9 @@ func (r *report) write(w io.Writer, o options) error {
 		create = fmt.Sprintf("at most %g per second", o.createQPS)
 	}
 	pr.Printf("%d nodes x 8 x 16 GiB, %d pods of 1-8 GiB created by 16 goroutines %s, %s\n", r.Nodes, r.Pods, create, qps)
+	if r.DRA {
+		pr.Printf("DRA mode: each node's cards in a ResourceSlice, each pod in its claim form (one claim, made by kube-controller-manager); kube-scheduler's allocator picks the card and binds; the extender's runs: --dra-mode\n")
+	}
 	if o.SchedulerConfig != "" {
 		pr.Printf("the extender's runs: kube-scheduler with %s\n", o.SchedulerConfig)
 	}

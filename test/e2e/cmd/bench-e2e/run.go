@@ -47,7 +47,10 @@ func measure(ctx context.Context, env *benchrun.Env, o options) (benchrun.Report
 	if err := os.WriteFile(alone, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"), 0o644); err != nil {
 		return nil, err
 	}
-	rep := &report{Nodes: o.nodes, Pods: o.pods, Replicas: o.replicas, Front: o.frontUsed(), Fence: o.fence}
+	if o.dra && o.SchedulerConfig == "" {
+		o.SchedulerConfig = filepath.Join(env.Root, draSchedulerConfigFile)
+	}
+	rep := &report{DRA: o.dra, Nodes: o.nodes, Pods: o.pods, Replicas: o.replicas, Front: o.frontUsed(), Fence: o.fence}
 	for i := range o.runs {
 		for _, m := range o.modes(alone, env.Extender) {
 			opts := env.ClusterOptions(fmt.Sprintf("%s-%d", m.name, i+1))
@@ -82,6 +85,8 @@ type bench struct {
 	args [][]string
 	// fenceKubeconfig acts as the extender's service account (--fence).
 	fenceKubeconfig string
+	// draShapes, with --dra, are the pods' claim forms by size (nil without --dra).
+	draShapes *draShapes
 
 	mu      sync.Mutex
 	created map[string]time.Time
@@ -137,12 +142,18 @@ func (b *bench) run(ctx context.Context) (result, error) {
 	return b.burst(ctx, profileAddrs)
 }
 
-// setUp starts the extender's replicas (in the extender's mode), kube-scheduler and the nodes,
-// and hands the leadership over with --handover. It returns each replica's profiling address
-// and what closes the front, which the caller calls even on an error.
+// setUp starts kube-controller-manager (with --dra), the extender's replicas (in the
+// extender's mode), kube-scheduler and the nodes, converts the pods' sizes (with --dra), and
+// hands the leadership over with --handover. It returns each replica's profiling address and
+// what closes the front, which the caller calls even on an error.
 func (b *bench) setUp(ctx context.Context) ([]string, func(), error) {
 	host, closeFront := "127.0.0.1:1", func() {} // kube-scheduler alone: no extender in its configuration
 	var profileAddrs []string
+	if b.o.dra {
+		if err := b.startDRA(ctx); err != nil {
+			return nil, closeFront, err
+		}
+	}
 	if b.mode.extender != "" {
 		var err error
 		if host, profileAddrs, closeFront, err = b.startExtenders(ctx); err != nil {
@@ -150,6 +161,9 @@ func (b *bench) setUp(ctx context.Context) ([]string, func(), error) {
 		}
 	}
 	if err := b.c.StartScheduler(host); err != nil {
+		return nil, closeFront, err
+	}
+	if err := b.prepareDRAPods(ctx); err != nil {
 		return nil, closeFront, err
 	}
 	if err := b.addNodes(ctx); err != nil {
@@ -222,6 +236,9 @@ func (b *bench) addNodes(ctx context.Context) error {
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%04d", i)
 	}
+	if b.o.dra {
+		return b.addDRANodes(ctx, names)
+	}
 	if err := benchrun.AddGPUNodes(ctx, b.c, names, 8, 16, 16); err != nil {
 		return err
 	}
@@ -253,12 +270,7 @@ func (b *bench) createPods(ctx context.Context, client kubernetes.Interface) err
 			defer wg.Done()
 			for i := range next {
 				name := fmt.Sprintf("pod-%05d", i)
-				q := *resource.NewQuantity(int64(i%8+1), resource.DecimalSI)
-				pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: v1.PodSpec{
-					SchedulerName: b.c.SchedulerName,
-					Containers: []v1.Container{{Name: "main", Image: benchrun.PauseImage,
-						Resources: v1.ResourceRequirements{Limits: v1.ResourceList{contract.DefaultResourceName: q}}}},
-				}}
+				pod := b.newPod(name, int64(i%8+1))
 				b.mu.Lock()
 				b.created[name] = time.Now()
 				b.mu.Unlock()
@@ -277,6 +289,24 @@ func (b *bench) createPods(ctx context.Context, client kubernetes.Interface) err
 		return fmt.Errorf("create pods: %w", err)
 	}
 	return nil
+}
+
+// newPod is pod name of units GiB: a gpu-mem pod, or with --dra its claim form.
+func (b *bench) newPod(name string, units int64) *v1.Pod {
+	if b.draShapes != nil {
+		return b.draShapes.pod(name, units)
+	}
+	return b.gpuPod(name, units)
+}
+
+// gpuPod is a pod named name whose one container asks units GiB of gpu-mem in its limits.
+func (b *bench) gpuPod(name string, units int64) *v1.Pod {
+	q := *resource.NewQuantity(units, resource.DecimalSI)
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: v1.PodSpec{
+		SchedulerName: b.c.SchedulerName,
+		Containers: []v1.Container{{Name: "main", Image: benchrun.PauseImage,
+			Resources: v1.ResourceRequirements{Limits: v1.ResourceList{contract.DefaultResourceName: q}}}},
+	}}
 }
 
 // observe notes when pod was bound, the first time it is seen bound.
@@ -348,10 +378,14 @@ func (b *bench) tail(start time.Time) string {
 	return strings.Join(parts, " ")
 }
 
-// check returns the number of cards over capacity: with the extender, by the placements and
-// each replica's audit (an error when anything else is wrong); alone, kube-scheduler only
-// counts a node's total, which is checked per node.
+// check returns the number of cards over capacity: with --dra, by the allocated claims
+// (checkDRA); with the extender, by the placements and each replica's audit (an error when
+// anything else is wrong); alone, kube-scheduler only counts a node's total, which is checked
+// per node.
 func (b *bench) check(ctx context.Context) (int, error) {
+	if b.o.dra {
+		return b.checkDRA(ctx)
+	}
 	for i, ext := range b.exts {
 		inv, err := b.checkReplica(ctx, ext)
 		if err != nil {
