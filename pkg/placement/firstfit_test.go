@@ -12,47 +12,6 @@ import (
 	placementtesting "github.com/gpushare/gpushare/pkg/placement/testing"
 )
 
-// testCard is one card of a hand-built node: its free units of 1000, its model, and whether it
-// is unhealthy.
-type testCard struct {
-	free      int64
-	model     string
-	unhealthy bool
-}
-
-// cardNode is a node snapshot with cards, each of 1000 units.
-func cardNode(name string, cards ...testCard) *placement.NodeInfo {
-	n := &placement.NodeInfo{Name: name, AllocatableMilliCPU: 64000, AllocatableMemory: 256 << 30}
-	for i, c := range cards {
-		model := c.model
-		if model == "" {
-			model = "T4"
-		}
-		n.GPUs = append(n.GPUs, placement.GPUInfo{Index: i, Model: model, Capacity: 1000, Used: 1000 - c.free, Healthy: !c.unhealthy})
-	}
-	n.Summarize()
-	return n
-}
-
-// frees is cards of the given free units.
-func frees(free ...int64) []testCard {
-	out := make([]testCard, len(free))
-	for i, f := range free {
-		out[i] = testCard{free: f}
-	}
-	return out
-}
-
-// claim is a one-container request for count cards of units each, accepting models (any when
-// none).
-func claim(units int64, count int, models ...string) *gpumem.PodRequest {
-	r := &gpumem.PodRequest{Containers: []gpumem.ContainerRequest{{Key: "0", Units: units * int64(count), GPUs: count}}}
-	if len(models) > 0 {
-		r.SetModels(models)
-	}
-	return r
-}
-
 // wantFirstFit is the allocator's rule restated as a selection: count times, among the cards
 // that fit and are not yet taken, the one the driver publishes first: the lowest index (index),
 // the least free memory then the lowest index (tightest), the most free then the lowest index
@@ -90,27 +49,27 @@ func wantFirstFit(node *placement.NodeInfo, order placement.CardOrder, units int
 func TestFirstFit(t *testing.T) {
 	tests := []struct {
 		name   string
-		cards  []testCard
+		cards  []placementtesting.Card
 		units  int64
 		count  int
 		models []string
 	}{
-		{name: "one card, orders disagree", cards: frees(300, 800, 1000, 600), units: 500, count: 1},
-		{name: "a card too small is skipped", cards: frees(400, 450, 900, 500), units: 500, count: 1},
-		{name: "ties in free memory go to the lowest index", cards: frees(700, 600, 700, 600), units: 550, count: 1},
-		{name: "an unhealthy card is skipped", cards: []testCard{{free: 1000, unhealthy: true}, {free: 800}, {free: 900}}, units: 500, count: 1},
-		{name: "a card of a model the claim refuses is skipped", cards: []testCard{{free: 1000, model: "P100"}, {free: 600, model: "V100"}, {free: 900, model: "V100"}},
+		{name: "one card, orders disagree", cards: placementtesting.Frees(300, 800, 1000, 600), units: 500, count: 1},
+		{name: "a card too small is skipped", cards: placementtesting.Frees(400, 450, 900, 500), units: 500, count: 1},
+		{name: "ties in free memory go to the lowest index", cards: placementtesting.Frees(700, 600, 700, 600), units: 550, count: 1},
+		{name: "an unhealthy card is skipped", cards: []placementtesting.Card{{Free: 1000, Unhealthy: true}, {Free: 800}, {Free: 900}}, units: 500, count: 1},
+		{name: "a card of a model the claim refuses is skipped", cards: []placementtesting.Card{{Free: 1000, Model: "P100"}, {Free: 600, Model: "V100"}, {Free: 900, Model: "V100"}},
 			units: 500, count: 1, models: []string{"V100"}},
-		{name: "two whole cards are two distinct cards", cards: frees(1000, 0, 1000, 1000), units: 1000, count: 2},
-		{name: "two half cards take two distinct cards, never one twice", cards: frees(1000, 600, 1000, 700), units: 500, count: 2},
-		{name: "four of eight, some too full", cards: frees(1000, 200, 500, 1000, 1000, 900, 1000, 100), units: 500, count: 4},
-		{name: "fewer cards fit than asked", cards: frees(1000, 400, 300, 1000), units: 500, count: 3},
-		{name: "nothing fits", cards: frees(100, 200), units: 500, count: 1},
+		{name: "two whole cards are two distinct cards", cards: placementtesting.Frees(1000, 0, 1000, 1000), units: 1000, count: 2},
+		{name: "two half cards take two distinct cards, never one twice", cards: placementtesting.Frees(1000, 600, 1000, 700), units: 500, count: 2},
+		{name: "four of eight, some too full", cards: placementtesting.Frees(1000, 200, 500, 1000, 1000, 900, 1000, 100), units: 500, count: 4},
+		{name: "fewer cards fit than asked", cards: placementtesting.Frees(1000, 400, 300, 1000), units: 500, count: 3},
+		{name: "nothing fits", cards: placementtesting.Frees(100, 200), units: 500, count: 1},
 	}
 	for _, tt := range tests {
 		for _, order := range placement.CardOrders() {
 			t.Run(tt.name+"/"+string(order), func(t *testing.T) {
-				node, req := cardNode("n", tt.cards...), claim(tt.units, tt.count, tt.models...)
+				node, req := placementtesting.CardNode("n", tt.cards...), placementtesting.Claim(tt.units, tt.count, tt.models...)
 				wantCards, wantOK := wantFirstFit(node, order, tt.units, tt.count, req)
 				gotCards, gotOK := placement.FirstFit(node, order, tt.units, tt.count, req)
 				if gotOK != wantOK || (wantOK && !cmp.Equal(wantCards, gotCards)) {
@@ -124,7 +83,7 @@ func TestFirstFit(t *testing.T) {
 // TestCardOrderPublished: the published order puts every card before the next by the order's
 // rule, and lists each card once.
 func TestCardOrderPublished(t *testing.T) {
-	node := cardNode("n", frees(300, 1000, 0, 300, 650, 1000)...)
+	node := placementtesting.CardNode("n", placementtesting.Frees(300, 1000, 0, 300, 650, 1000)...)
 	for _, order := range placement.CardOrders() {
 		t.Run(string(order), func(t *testing.T) {
 			got := order.Published(node)
@@ -166,7 +125,7 @@ func TestFirstFitPlanIsTheAllocators(t *testing.T) {
 	for _, order := range placement.CardOrders() {
 		for _, a := range asks {
 			t.Run(fmt.Sprintf("%s/%dx%d", order, a.count, a.units), func(t *testing.T) {
-				req := claim(a.units, a.count)
+				req := placementtesting.Claim(a.units, a.count)
 				d := placement.NewDecision(placement.PredictFirstFit(nil, order), req, placement.PodResources{})
 				for _, n := range nodes {
 					want, ok := placement.FirstFit(n, order, a.units, a.count, req)

@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/gpushare/gpushare/pkg/placement"
+	placementtesting "github.com/gpushare/gpushare/pkg/placement/testing"
 )
 
 // resNode is a node snapshot with CPU and memory allocatable and requested, and cards.
-func resNode(name string, cpuAlloc, cpuReq, memAlloc, memReq int64, cards ...testCard) *placement.NodeInfo {
-	n := cardNode(name, cards...)
+func resNode(name string, cpuAlloc, cpuReq, memAlloc, memReq int64, cards ...placementtesting.Card) *placement.NodeInfo {
+	n := placementtesting.CardNode(name, cards...)
 	n.AllocatableMilliCPU, n.RequestedMilliCPU, n.AllocatableMemory, n.RequestedMemory = cpuAlloc, cpuReq, memAlloc, memReq
 	return n
 }
@@ -80,7 +81,7 @@ func TestKubeScore(t *testing.T) {
 func argmaxScore(nodes []*placement.NodeInfo, res placement.PodResources, units int64) int {
 	best, bestScore := -1, int64(0)
 	for i, n := range nodes {
-		if _, ok := placement.FirstFit(n, CardOrderIndex, units, 1, claim(units, 1)); !ok || !podFits(n, res) {
+		if _, ok := placement.FirstFit(n, CardOrderIndex, units, 1, placementtesting.Claim(units, 1)); !ok || !podFits(n, res) {
 			continue
 		}
 		if s := wantKubeScore(n, res); best < 0 || s > bestScore {
@@ -93,7 +94,7 @@ func argmaxScore(nodes []*placement.NodeInfo, res placement.PodResources, units 
 func TestKubeSchedulerChooses(t *testing.T) {
 	const gib = 1 << 30
 	pod := placement.PodResources{MilliCPU: 8000, Memory: 16 * gib}
-	free := frees(1000, 1000)
+	free := placementtesting.Frees(1000, 1000)
 	tests := []struct {
 		name  string
 		nodes []*placement.NodeInfo
@@ -102,7 +103,7 @@ func TestKubeSchedulerChooses(t *testing.T) {
 		{name: "the least allocated node", units: 500, nodes: []*placement.NodeInfo{
 			resNode("a", 64000, 40000, 256*gib, 100*gib, free...), resNode("b", 64000, 8000, 256*gib, 30*gib, free...), resNode("c", 64000, 20000, 256*gib, 60*gib, free...)}},
 		{name: "the node whose cards cannot take the claim is filtered out", units: 500, nodes: []*placement.NodeInfo{
-			resNode("a", 64000, 40000, 256*gib, 100*gib, free...), resNode("b", 64000, 0, 256*gib, 0, frees(400, 300)...)}},
+			resNode("a", 64000, 40000, 256*gib, 100*gib, free...), resNode("b", 64000, 0, 256*gib, 0, placementtesting.Frees(400, 300)...)}},
 		{name: "the node without the pod's CPU is filtered out", units: 500, nodes: []*placement.NodeInfo{
 			resNode("a", 64000, 60000, 256*gib, 0, free...), resNode("b", 64000, 50000, 256*gib, 200*gib, free...)}},
 		{name: "a better balance beats an equal LeastAllocated", units: 500, nodes: []*placement.NodeInfo{
@@ -110,12 +111,12 @@ func TestKubeSchedulerChooses(t *testing.T) {
 		{name: "equal scores: the first node found", units: 500, nodes: []*placement.NodeInfo{
 			resNode("a", 64000, 0, 256*gib, 0, free...), resNode("b", 64000, 0, 256*gib, 0, free...), resNode("c", 64000, 0, 256*gib, 0, free...)}},
 		{name: "one feasible node", units: 900, nodes: []*placement.NodeInfo{
-			resNode("a", 64000, 0, 256*gib, 0, frees(800)...), resNode("b", 64000, 60000, 256*gib, 0, free...)}},
-		{name: "no feasible node", units: 900, nodes: []*placement.NodeInfo{resNode("a", 64000, 0, 256*gib, 0, frees(800)...)}},
+			resNode("a", 64000, 0, 256*gib, 0, placementtesting.Frees(800)...), resNode("b", 64000, 60000, 256*gib, 0, free...)}},
+		{name: "no feasible node", units: 900, nodes: []*placement.NodeInfo{resNode("a", 64000, 0, 256*gib, 0, placementtesting.Frees(800)...)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := placement.NewDecision(firstFit(nil, CardOrderIndex), claim(tt.units, 1), pod)
+			d := placement.NewDecision(firstFit(nil, CardOrderIndex), placementtesting.Claim(tt.units, 1), pod)
 			k := &kubeScheduler{}
 			got, ok := k.choose(d, tt.nodes)
 			want := argmaxScore(tt.nodes, pod, tt.units)
@@ -135,11 +136,11 @@ func TestKubeSchedulerChooses(t *testing.T) {
 func TestKubeSchedulerRotates(t *testing.T) {
 	nodes := make([]*placement.NodeInfo, 250)
 	for i := range nodes {
-		nodes[i] = resNode(fmt.Sprintf("n%03d", i), 64000, 0, 256<<30, 0, frees(1000)...)
+		nodes[i] = resNode(fmt.Sprintf("n%03d", i), 64000, 0, 256<<30, 0, placementtesting.Frees(1000)...)
 	}
 	k := &kubeScheduler{}
 	step := k.sampler.numFeasibleNodesToFind(len(nodes))
-	d := placement.NewDecision(firstFit(nil, CardOrderIndex), claim(100, 1), placement.PodResources{MilliCPU: 1000, Memory: 1 << 30})
+	d := placement.NewDecision(firstFit(nil, CardOrderIndex), placementtesting.Claim(100, 1), placement.PodResources{MilliCPU: 1000, Memory: 1 << 30})
 	for cycle := range 4 {
 		got, ok := k.choose(d, nodes)
 		if want := nodes[cycle*step%len(nodes)]; !ok || got != want {

@@ -16,6 +16,7 @@ import (
 	"github.com/gpushare/gpushare/pkg/gpumem"
 	"github.com/gpushare/gpushare/pkg/placement"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
+	placementtesting "github.com/gpushare/gpushare/pkg/placement/testing"
 )
 
 func TestParseDRA(t *testing.T) {
@@ -163,7 +164,7 @@ func TestDRAPredictRatesTheAllocatorsCard(t *testing.T) {
 		occupy(t, c, "a1", "node-00", 1, 500)
 		occupy(t, c, "b0", "node-01", 0, 400)
 		snapshots := c.Lookup(p.names)
-		req := claim(500, 1)
+		req := placementtesting.Claim(500, 1)
 		rated[node] = map[string]float64{}
 		for _, n := range snapshots { // the rule: binpack's rating of the plan each chooser has in mind
 			plan := &placement.Plan{}
