@@ -19,12 +19,12 @@ import (
 // reserve and reserve bytes of the operator's. A card the reserves leave nothing of is an
 // error: the operator's reserve is wrong for it.
 func sizeGPU(d nvml.Device, names *contract.Names, reserve uint64) (gpu, error) {
-	held := d.ReservedBytes + reserve
-	if held >= d.MemoryBytes {
+	usable := d.UsableBytes(reserve)
+	if usable == 0 {
 		return gpu{}, fmt.Errorf("%w: GPU %d (%s): the driver's reserve (%d MiB) and --reserve-memory (%d MiB) leave nothing of its %d MiB",
 			ErrInvalidConfig, d.Index, d.UUID, d.ReservedBytes>>20, reserve>>20, d.MemoryBytes>>20)
 	}
-	g := gpu{Device: d, reserved: held, usable: d.MemoryBytes - held, healthy: true}
+	g := gpu{Device: d, reserved: d.ReservedBytes + reserve, usable: usable, healthy: true}
 	g.units = names.UnitsOf(g.usable)
 	if err := names.CheckDeviceCount(g.units); err != nil {
 		return gpu{}, fmt.Errorf("GPU %d (%s): %w", d.Index, d.UUID, err)

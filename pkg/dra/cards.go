@@ -89,16 +89,12 @@ func readCards(logger klog.Logger, nv nvml.Interface, cfg *Config) (*cards, erro
 // reserve bytes of the operator's, in whole units of unit bytes. A card the reserves leave
 // less than one unit of is an error: the operator's reserve (or unit) is wrong for it.
 func sizeCard(d nvml.Device, unit, reserve int64) (int64, error) {
-	u, held := uint64(unit), d.ReservedBytes+uint64(reserve) //nolint:gosec // G115: Validate keeps the unit >= 1Mi and the reserve >= 0
-	var units uint64
-	if held < d.MemoryBytes {
-		units = (d.MemoryBytes - held) / u
-	}
+	units := d.UsableBytes(uint64(reserve)) / uint64(unit) //nolint:gosec // G115: Validate keeps the unit >= 1Mi and the reserve >= 0
 	if units == 0 {
 		return 0, fmt.Errorf("%w: GPU %d (%s): the driver's reserve (%d MiB) and --reserve-memory (%d MiB) leave less than one unit of %d MiB of its %d MiB",
 			ErrInvalidConfig, d.Index, d.UUID, d.ReservedBytes>>20, reserve>>20, unit>>20, d.MemoryBytes>>20)
 	}
-	return int64(units) * unit, nil
+	return int64(units) * unit, nil //nolint:gosec // G115: units is at most the card's bytes over a unit of >= 1Mi, far below MaxInt64
 }
 
 // standardAttributes are the standard attributes of d that the node can tell: its PCIe root

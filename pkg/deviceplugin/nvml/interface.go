@@ -114,3 +114,14 @@ type EventWaiter interface {
 	// Close frees the event set.
 	Close() error
 }
+
+// UsableBytes is what a container can get of d: its total less what the driver keeps for
+// itself (ReservedBytes) and reserve bytes the operator holds back; 0 when those take it all.
+// Device-plugin mode and DRA mode both size a card by it.
+func (d Device) UsableBytes(reserve uint64) uint64 {
+	held := d.ReservedBytes + reserve
+	if held >= d.MemoryBytes {
+		return 0
+	}
+	return d.MemoryBytes - held
+}
