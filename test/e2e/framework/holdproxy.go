@@ -23,8 +23,10 @@ type HoldingProxy struct {
 	cond   *sync.Cond // signalled when held or closed changes; guarded by mu
 	held   bool
 	closed bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
+	// waiting counts the reads whose bytes are held now; guarded by mu.
+	waiting int
+	conns   []net.Conn
+	wg      sync.WaitGroup
 }
 
 // StartHoldingProxy listens on a free loopback port and forwards each connection to target
@@ -95,10 +97,22 @@ func (p *HoldingProxy) copy(dst, src net.Conn, upstream bool) {
 func (p *HoldingProxy) wait() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.held && !p.closed {
+		p.waiting++
+		defer func() { p.waiting-- }()
+	}
 	for p.held && !p.closed {
 		p.cond.Wait()
 	}
 	return !p.closed
+}
+
+// Waiting is how many writes of the clients the proxy holds now (one per connection at most:
+// a connection's later bytes wait behind its first held write).
+func (p *HoldingProxy) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiting
 }
 
 // Hold starts holding what the clients send.

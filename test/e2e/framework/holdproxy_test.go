@@ -64,6 +64,9 @@ func TestHoldingProxy(t *testing.T) {
 				if !tc.held {
 					t.Fatal("nothing reached the target")
 				}
+				if n := p.Waiting(); n != 1 {
+					t.Fatalf("Waiting() = %d while one write is held, want 1", n)
+				}
 				p.Release()
 				if b := <-got; string(b) != tc.name {
 					t.Fatalf("released %q, want %q", b, tc.name)
@@ -72,6 +75,9 @@ func TestHoldingProxy(t *testing.T) {
 			ack := make([]byte, 3)
 			if _, err := io.ReadFull(c, ack); err != nil || string(ack) != "ack" {
 				t.Fatalf("reply %q, %v", ack, err)
+			}
+			if n := p.Waiting(); n != 0 {
+				t.Fatalf("Waiting() = %d after the write went through, want 0", n)
 			}
 		})
 	}
