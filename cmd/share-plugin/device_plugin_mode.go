@@ -39,7 +39,7 @@ func runDevicePlugin(ctx context.Context, o *options, nv nvml.Interface, client 
 		return err
 	}
 	mode, _ := p.MemoryLimit()
-	if err := startUsage(ctx, o, nv, pods, client, mode); err != nil {
+	if err := startUsage(ctx, o, nv, pods, nil, client, mode); err != nil {
 		return err
 	}
 	return p.Run(ctx)

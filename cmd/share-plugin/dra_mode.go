@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
+	"github.com/gpushare/gpushare/pkg/deviceplugin"
 	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
 	"github.com/gpushare/gpushare/pkg/dra"
 )
@@ -52,7 +54,9 @@ func (o *options) draConfig() dra.Config {
 	return c
 }
 
-// runDRA serves the DRA driver, unless the device plugin runs on the node.
+// runDRA serves the DRA driver, unless the device plugin runs on the node, and reads and
+// polices GPU usage as device-plugin mode does, each container's share read from the claims
+// the driver prepared for it.
 func runDRA(ctx context.Context, o *options, nv nvml.Interface, client kubernetes.Interface) error {
 	if err := dra.CheckNoDevicePlugin(ctx, filepath.Join(o.kubeletDir, o.socketName)); err != nil {
 		return err
@@ -60,6 +64,17 @@ func runDRA(ctx context.Context, o *options, nv nvml.Interface, client kubernete
 	d, err := dra.New(ctx, nv, client, o.draConfig())
 	if err != nil {
 		return err
+	}
+	if mode, _ := d.MemoryLimit(); usageNeeded(o, mode) {
+		pods := deviceplugin.NewInformerPodSource(client, o.nodeName)
+		go func() {
+			if err := pods.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Pod informer stopped: GPU usage is not attributed to containers")
+			}
+		}()
+		if err := startUsage(ctx, o, nv, pods, d, client, mode); err != nil {
+			return err
+		}
 	}
 	return d.Run(ctx)
 }

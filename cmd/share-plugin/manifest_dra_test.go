@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 	"github.com/gpushare/gpushare/pkg/enforce"
 )
 
@@ -112,6 +113,14 @@ func TestDRADaemonSetManifest(t *testing.T) {
 	if p := mounts[cfg.Enforce.StateDir].MountPropagation; p == nil || *p != v1.MountPropagationBidirectional {
 		t.Error("the HAMi-core state folder must be Bidirectional: the counter tmpfs mounts must reach the host")
 	}
+	// Usage and policing: the host's /proc, read-only, and its PID namespace to kill in it.
+	if m, ok := mounts[filepath.Clean(o.hostProc)]; !ok || hostPaths[m.Name] != "/proc" || !m.ReadOnly {
+		t.Errorf("--host-proc=%s is not the host's /proc mounted read-only (mount %+v)", o.hostProc, m)
+	}
+	if !ds.Spec.Template.Spec.HostPID || o.limitEscapeAction != usage.EscapeActionKill || o.metricsAddress == "" {
+		t.Errorf("hostPID %v, --limit-escape-action=%s, --metrics-address=%q: want the host's PID namespace, kill and metrics served",
+			ds.Spec.Template.Spec.HostPID, o.limitEscapeAction, o.metricsAddress)
+	}
 }
 
 func TestDRARBACIsLeastPrivilege(t *testing.T) {
@@ -139,7 +148,7 @@ func TestDRARBACIsLeastPrivilege(t *testing.T) {
 	}
 	want := map[string][]string{
 		"resource.k8s.io/resourceslices": {"list", "watch", "create", "update", "delete"}, "resource.k8s.io/resourceclaims": {"get"},
-		"/nodes": {"get"}, "/events": {"create"},
+		"/nodes": {"get"}, "/events": {"create"}, "/pods": {"list", "watch"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ClusterRole rules (-want,+got):\n%s", diff)

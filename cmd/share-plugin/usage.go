@@ -13,16 +13,23 @@ import (
 	"github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 )
 
+// usageNeeded says whether startUsage has anything to do: serve metrics, or police the limits
+// of a node that enforces them (memoryLimit, the plugin's effective mode).
+func usageNeeded(o *options, memoryLimit string) bool {
+	return o.metricsAddress != "" || memoryLimit == contract.MemoryLimitHAMiCore
+}
+
 // startUsage starts reading GPU usage every --usage-period, serving it on --metrics-address and,
 // where the node enforces limits (memoryLimit, the plugin's effective mode), policing the
-// containers that escape them. It starts nothing when there is neither to do.
-func startUsage(ctx context.Context, o *options, nv nvml.Interface, pods *deviceplugin.InformerPodSource, client kubernetes.Interface, memoryLimit string) error {
+// containers that escape them. shares, in DRA mode, says what each container holds (nil: the
+// pods' gpu-mem requests and placements). It starts nothing when there is neither to do.
+func startUsage(ctx context.Context, o *options, nv nvml.Interface, pods usage.PodLister, shares usage.ShareSource, client kubernetes.Interface, memoryLimit string) error {
 	enforcing := memoryLimit == contract.MemoryLimitHAMiCore
-	if o.metricsAddress == "" && !enforcing {
+	if !usageNeeded(o, memoryLimit) {
 		return nil
 	}
 	cfg := usage.Config{
-		NVML: nv, Pods: pods, Owners: usage.ProcReader{Root: o.hostProc}, Names: o.names,
+		NVML: nv, Pods: pods, Owners: usage.ProcReader{Root: o.hostProc}, Names: o.names, Shares: shares,
 		MemoryLimit: memoryLimit, MemoryLimitConfigured: o.memoryLimit.Mode,
 		Warn: func(ctx context.Context, pod *v1.Pod, reason, message string) error {
 			return deviceplugin.WarnPod(ctx, client, o.nodeName, pod, reason, message)

@@ -34,9 +34,10 @@ type draNode struct {
 	node *framework.RealNode
 	// devices are the cards as the driver first published them, in its order.
 	devices []resourceapi.Device
-	// xids is share-plugin's fake XID file; library is the HAMi-core stand-in it mounts;
-	// stateDir holds HAMi-core's counter folders, pods/<claim UID>/<claim name>.
-	xids, library, stateDir string
+	// xids and procs are share-plugin's fake XID and GPU process files; library is the
+	// HAMi-core stand-in it mounts; stateDir holds HAMi-core's counter folders,
+	// pods/<claim UID>/<claim name>.
+	xids, procs, library, stateDir string
 }
 
 // draPlacement is where a pod's claim was allocated: its devices and shares, by ascending

@@ -2,14 +2,18 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
+	gpuusage "github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 	"github.com/gpushare/gpushare/pkg/dra"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
@@ -42,6 +46,7 @@ func TestDRA(t *testing.T) {
 	t.Run("TwoCardAsk", d.twoCardAsk)
 	t.Run("RefusedAtCreation", d.refusedAtCreation)
 	t.Run("ExtenderOff", d.extenderOff)
+	t.Run("Policed", d.policed)
 	t.Run("TaintedDevice", d.taintedDevice)
 }
 
@@ -109,6 +114,95 @@ func (d *draNode) extenderOff(t *testing.T) {
 	d.sharedCard(t, "off")
 	if after := e.extenderVerbs(); after != before {
 		t.Errorf("the extender answered %.0f scheduling verbs with kube-scheduler configured without it, want 0", after-before)
+	}
+}
+
+// policed (TestDRA/Policed): DRA mode reads GPU usage and polices limits as device-plugin mode
+// does, each container's ask and limit read from the claim prepared for it. Two 4-unit pods
+// share the first card; the plugin's metrics show each container's 4 GiB limit on that card.
+// NVML then reports the first pod's process using 4 GiB plus the CUDA context allowance plus
+// 1 MiB on the card and the second's 4 GiB: the first gets a GPUMemoryLimitEscaped event and
+// its process is killed (the container restarts), the second runs on, unwarned, its 4 GiB used
+// and 4 GiB asked in the metrics.
+func (d *draNode) policed(t *testing.T) {
+	e := d.e.forSubtest(t)
+	over, within, unpreloaded := "policed-over", "policed-within", "policed-unpreloaded"
+	d.removePodsAfter(t, e, over, within, unpreloaded)
+	t.Cleanup(func() { writeGPUProcesses(t, d.procs, nil) })
+	importGPUProcImage(t, d.node, artifactDir(t))
+	if err := d.node.ImportBusyboxImage(escapeImage, map[string]framework.ImageFile{"etc/ld.so.preload": {Link: "/tmp/preload"}}); err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]int{}
+	for _, name := range []string{over, within} {
+		p := e.draPod(name, draPodUnits, nil)
+		p.Spec.Containers[0].Image = gpuImage
+		p.Spec.Containers[0].Command[2] = strings.TrimSuffix(draProbe, "sleep 3600") + "exec /bin/gpuproc"
+		e.create(p)
+		d.checkPod(t, e, name, draPodUnits, 1)
+		pids[name] = e.hostPID(t, e.waitRunning(name, time.Minute), "gpuproc")
+	}
+	const limit = draPodUnits << 30
+	uuid := framework.DRAAttribute(&d.devices[0], dra.AttrUUID)
+	series := func(metric, pod string, card bool) string {
+		if card {
+			return fmt.Sprintf(`%s{container="main",gpu_uuid="%s",namespace="default",pod="%s"}`, metric, uuid, pod)
+		}
+		return fmt.Sprintf(`%s{container="main",namespace="default",pod="%s"}`, metric, pod)
+	}
+	checkPluginSeries(t, e.c.PluginMetricsURL, map[string]float64{
+		series("gpushare_container_gpu_memory_limit_bytes", over, true):   limit,
+		series("gpushare_container_gpu_memory_limit_bytes", within, true): limit,
+	})
+	writeGPUProcesses(t, d.procs, map[string][]map[string]int64{"0": {
+		{"pid": int64(pids[over]), "usedBytes": limit + gpuusage.DefaultContextAllowanceBytes + 1<<20},
+		{"pid": int64(pids[within]), "usedBytes": limit},
+	}})
+	t.Logf("%s: %s", over, e.waitEvent(over, gpuusage.ReasonLimitEscaped, "escaped its GPU memory limit"))
+	e.waitRestarted(t, over, time.Minute)
+	if processAlive(pids[over]) {
+		t.Errorf("process %d of %s, over its limit, still runs", pids[over], over)
+	}
+	if !processAlive(pids[within]) {
+		t.Errorf("process %d of %s, within its limit, was killed", pids[within], within)
+	}
+	checkPluginSeries(t, e.c.PluginMetricsURL, map[string]float64{
+		series("gpushare_container_gpu_memory_used_bytes", within, true):       limit,
+		series("gpushare_container_gpu_memory_requested_bytes", within, false): limit,
+	})
+	if ev := e.events(within); strings.Contains(ev, gpuusage.ReasonLimitEscaped) || strings.Contains(ev, gpuusage.ReasonOverRequest) {
+		t.Errorf("%s, within its limit, was warned:\n%s", within, ev)
+	}
+	// A container that removes the preload the claim's CDI device mounted (an image whose
+	// /etc/ld.so.preload is a symlink got it mounted where the symlink points, and can remove
+	// the link; DRA has no PreStartContainer to refuse the image first) is caught by the same
+	// policing, GPU process or not.
+	p := e.draPod(unpreloaded, draPodUnits, nil)
+	p.Spec.Containers[0].Image = escapeImage
+	p.Spec.Containers[0].Command[2] = "rm -f /etc/ld.so.preload; exec sleep 3600"
+	e.create(p)
+	t.Logf("%s: %s", unpreloaded, e.waitEvent(unpreloaded, gpuusage.ReasonLimitEscaped, "/etc/ld.so.preload"))
+	e.waitRestarted(t, unpreloaded, time.Minute)
+	d.checkInvariants(t, e, map[string]int64{d.devices[0].Name: 3 * draPodUnits})
+}
+
+// checkPluginSeries waits until the plugin's metrics (url) have each series of want with its
+// value.
+func checkPluginSeries(t *testing.T, url string, want map[string]float64) {
+	t.Helper()
+	got := map[string]float64{}
+	err := poll(t.Context(), time.Minute, func() (bool, error) {
+		m, err := framework.ScrapeMetrics(t.Context(), http.DefaultClient, url)
+		if err != nil {
+			return false, nil //nolint:nilerr // the plugin may not serve yet
+		}
+		for k := range want {
+			got[k] = m[k]
+		}
+		return maps.Equal(want, got), nil
+	})
+	if err != nil {
+		t.Errorf("the plugin's metrics: %v (-want,+got):\n%s", err, cmp.Diff(want, got))
 	}
 }
 
@@ -188,7 +282,7 @@ func startDRANode(t *testing.T) *draNode {
 		t.Fatal(err)
 	}
 	dir := artifactDir(t)
-	d := &draNode{xids: filepath.Join(dir, "xids"), library: filepath.Join(dir, "hami-core", "libvgpu.so"), stateDir: filepath.Join(dir, "hami-core-state")}
+	d := &draNode{xids: filepath.Join(dir, "xids"), procs: filepath.Join(dir, "gpu-processes.json"), library: filepath.Join(dir, "hami-core", "libvgpu.so"), stateDir: filepath.Join(dir, "hami-core-state")}
 	buildSharedObject(t, d.library)
 	t.Cleanup(func() { framework.UnmountUnder(d.stateDir) }) // after the node stops: the claims' tmpfs counter folders
 	d.e = newEnv(t, "--dra-webhook")
@@ -219,7 +313,8 @@ func (d *draNode) startDRADriver(t *testing.T) {
 	}
 	err = d.node.StartDRASharePlugin(plugin, "--fake-gpus=dgxa100", fmt.Sprintf("--fake-gpu-count=%d", draCards),
 		"--fake-gpu-memory="+draCardMemory, "--fake-gpu-reserved-memory=450Mi", "--fake-gpu-xid-file="+d.xids,
-		"--hami-core-install-from=", "--hami-core-library="+d.library, "--hami-core-state-dir="+d.stateDir, "--v=4")
+		"--hami-core-install-from=", "--hami-core-library="+d.library, "--hami-core-state-dir="+d.stateDir, "--v=4",
+		"--fake-gpu-processes-file="+d.procs, "--usage-period=1s")
 	if err != nil {
 		t.Fatal(err)
 	}

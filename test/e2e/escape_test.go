@@ -142,6 +142,14 @@ func (x *escapeEnv) importImages(t *testing.T, node *framework.RealNode, dir str
 	if err := node.ImportBusyboxImage(redirectImage, map[string]framework.ImageFile{"tmp": {Link: "/data"}}); err != nil {
 		t.Fatal(err)
 	}
+	importGPUProcImage(t, node, dir)
+}
+
+// importGPUProcImage builds gpuproc (a dynamically linked program: the loader reads
+// /etc/ld.so.preload for it, that prints CUDA_DEVICE_MEMORY_LIMIT_0 and waits) in dir and
+// imports gpuImage, busybox with gpuproc and its loader and libc, into the node's containerd.
+func importGPUProcImage(t *testing.T, node *framework.RealNode, dir string) {
+	t.Helper()
 	src := filepath.Join(dir, "gpuproc.c")
 	bin := filepath.Join(dir, "gpuproc")
 	prog := "#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n" +
@@ -539,7 +547,7 @@ func (x *escapeEnv) waitEvent(t *testing.T, pod, reason, says string, timeout ti
 }
 
 // waitRestarted waits until the pod's first container has been restarted (its processes killed).
-func (x *escapeEnv) waitRestarted(t *testing.T, name string, timeout time.Duration) {
+func (x *env) waitRestarted(t *testing.T, name string, timeout time.Duration) {
 	t.Helper()
 	err := poll(x.ctx, timeout, func() (bool, error) {
 		p, err := x.c.Client.CoreV1().Pods("default").Get(x.ctx, name, metav1.GetOptions{})
@@ -582,6 +590,13 @@ func (x *escapeEnv) containerEnvRaw(name string) map[string]string {
 // setGPUProcesses writes the fake NVML's processes, by card index (nil: none).
 func (x *escapeEnv) setGPUProcesses(t *testing.T, procs map[string][]map[string]int64) {
 	t.Helper()
+	writeGPUProcesses(t, x.procs, procs)
+}
+
+// writeGPUProcesses writes the fake NVML's process file at path (--fake-gpu-processes-file):
+// the processes by card index (nil: none), whole, by rename.
+func writeGPUProcesses(t *testing.T, path string, procs map[string][]map[string]int64) {
+	t.Helper()
 	if procs == nil {
 		procs = map[string][]map[string]int64{}
 	}
@@ -589,18 +604,18 @@ func (x *escapeEnv) setGPUProcesses(t *testing.T, procs map[string][]map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := x.procs + ".tmp"
+	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, x.procs); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // hostPID finds the host PID of the process named comm in the pod's first container, by the
 // container ID in its cgroup.
-func (x *escapeEnv) hostPID(t *testing.T, pod *v1.Pod, comm string) int {
+func (x *env) hostPID(t *testing.T, pod *v1.Pod, comm string) int {
 	t.Helper()
 	if len(pod.Status.ContainerStatuses) == 0 {
 		t.Fatalf("pod %s has no container status", pod.Name)

@@ -24,7 +24,7 @@ var (
 	descContainerUsed = prometheus.NewDesc("gpushare_container_gpu_memory_used_bytes",
 		"GPU memory the container's processes use on the card.", []string{"namespace", "pod", "container", "gpu_uuid"}, nil)
 	descContainerRequested = prometheus.NewDesc("gpushare_container_gpu_memory_requested_bytes",
-		"GPU memory the container asked (its gpu-mem units); 0 for a container using a GPU without asking.", []string{"namespace", "pod", "container"}, nil)
+		"GPU memory the container asked (its gpu-mem units; on a DRA node, the memory of its claims); 0 for a container using a GPU without asking.", []string{"namespace", "pod", "container"}, nil)
 	descContainerOver = prometheus.NewDesc("gpushare_container_gpu_memory_over_request_bytes",
 		"GPU memory the container uses beyond what it asked, over all its cards (0 when within its ask).", []string{"namespace", "pod", "container"}, nil)
 	descContainerLimit = prometheus.NewDesc("gpushare_container_gpu_memory_limit_bytes",

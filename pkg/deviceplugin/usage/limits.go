@@ -49,12 +49,17 @@ func (s *Sampler) limits(pods []*v1.Pod, idx podIndex) []ContainerLimit {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := &out[i], &out[j]
+	SortLimits(out)
+	return out
+}
+
+// SortLimits sorts l by namespace, pod, container and card UUID, the order of Snapshot.Limits.
+func SortLimits(l []ContainerLimit) {
+	sort.Slice(l, func(i, j int) bool {
+		a, b := &l[i], &l[j]
 		if ka, kb := a.Namespace+"/"+a.Pod+"/"+a.Container, b.Namespace+"/"+b.Pod+"/"+b.Container; ka != kb {
 			return ka < kb
 		}
 		return a.UUID < b.UUID
 	})
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,13 @@ type OwnerResolver interface {
 // WarnFunc records a Warning event on a pod (deviceplugin.WarnPod).
 type WarnFunc func(ctx context.Context, pod *v1.Pod, reason, message string) error
 
+// ShareSource says what each container of a DRA node holds of each card: the memory of the
+// claims prepared for it (dra.Driver.ContainerShares). A node's pods ask no gpu-mem there.
+type ShareSource interface {
+	// ContainerShares lists one entry per container of pods and card it holds a share of.
+	ContainerShares(pods []*v1.Pod) []ContainerLimit
+}
+
 // Config is what a Sampler reads and where it reports.
 type Config struct {
 	NVML   nvml.Interface
@@ -53,6 +61,9 @@ type Config struct {
 	// Escapes polices the containers with a limit where the node enforces limits (escape.go);
 	// nil polices none.
 	Escapes *EscapePolicy
+	// Shares, on a DRA node, is where what each container asked and its limits come from; nil
+	// reads them from the pods' gpu-mem requests and placements (device-plugin mode).
+	Shares ShareSource
 	// Clock times the readings and Run's period; nil is the real clock.
 	Clock clock.WithTicker
 }
@@ -179,9 +190,17 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("usage: %w", err)
 	}
 	idx := indexPods(pods, &s.cfg.Names)
+	var shares []ContainerLimit
+	if s.cfg.Shares != nil {
+		shares = s.cfg.Shares.ContainerShares(pods)
+		idx.askedFrom(shares)
+	}
 	snap, procs, errs := s.read(idx)
 	if s.enforcing() {
-		snap.Limits = s.limits(pods, idx)
+		snap.Limits = shares
+		if s.cfg.Shares == nil {
+			snap.Limits = s.limits(pods, idx)
+		}
 	}
 	toWarn := s.keep(snap, idx, len(errs) > 0)
 	s.police(ctx, idx, snap.Limits, procs, len(errs) > 0)
@@ -245,11 +264,19 @@ func (s *Sampler) read(idx podIndex) (Snapshot, []gpuProcess, []error) {
 }
 
 // podIndex finds the node's pods by UID and their containers by runtime ID, and holds the
-// gpu-mem request of each pod whose request is valid.
+// gpu-mem request of each pod whose request is valid and the GPU memory each of its
+// containers asked.
 type podIndex struct {
 	byUID       map[types.UID]*v1.Pod
 	byContainer map[string]containerRef
 	requests    map[types.UID]contract.PodRequest
+	asked       map[types.UID][]containerAsk
+}
+
+// containerAsk is the GPU memory one container asked, over all its cards.
+type containerAsk struct {
+	name  string
+	bytes uint64
 }
 
 // containerRef is a container of a pod.
@@ -260,11 +287,17 @@ type containerRef struct {
 
 func indexPods(pods []*v1.Pod, names *contract.Names) podIndex {
 	idx := podIndex{byUID: map[types.UID]*v1.Pod{}, byContainer: map[string]containerRef{},
-		requests: map[types.UID]contract.PodRequest{}}
+		requests: map[types.UID]contract.PodRequest{}, asked: map[types.UID][]containerAsk{}}
+	unit := uint64(names.UnitBytes()) //nolint:gosec // G115: Names.Validate keeps the unit positive
 	for _, p := range pods {
 		idx.byUID[p.UID] = p
 		if req, err := contract.ParseRequest(p, names); err == nil {
 			idx.requests[p.UID] = req
+			for _, c := range req.Containers {
+				if c.Units > 0 {
+					idx.asked[p.UID] = append(idx.asked[p.UID], containerAsk{name: c.Name, bytes: uint64(c.Units) * unit})
+				}
+			}
 		}
 		for _, statuses := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
 			for _, st := range statuses {
@@ -297,25 +330,40 @@ func (s *Sampler) attribute(idx podIndex, pid uint32, containers map[containerKe
 		return c, owner
 	}
 	c := &ContainerUsage{Namespace: ref.pod.Namespace, Pod: ref.pod.Name, Container: ref.name, PodUID: ref.pod.UID,
-		UsedBytes: map[string]uint64{}, RequestedBytes: idx.requested(ref.pod.UID, ref.name, s.cfg.Names.UnitBytes())}
+		UsedBytes: map[string]uint64{}, RequestedBytes: idx.requested(ref.pod.UID, ref.name)}
 	containers[key] = c
 	return c, owner
 }
 
-// onlyGPUContainer names the pod's one gpu-mem container, or "" when it has none or several.
-func (idx podIndex) onlyGPUContainer(uid types.UID) string {
-	req, ok := idx.requests[uid]
-	if !ok || len(req.Containers) != 1 {
-		return ""
+// askedFrom replaces what the containers asked with the sum of their shares (a DRA node's).
+func (idx *podIndex) askedFrom(shares []ContainerLimit) {
+	idx.asked = map[types.UID][]containerAsk{}
+	for _, l := range shares {
+		asks := idx.asked[l.PodUID]
+		i := slices.IndexFunc(asks, func(a containerAsk) bool { return a.name == l.Container })
+		if i < 0 {
+			i = len(asks)
+			asks = append(asks, containerAsk{name: l.Container})
+		}
+		asks[i].bytes += l.Bytes
+		idx.asked[l.PodUID] = asks
 	}
-	return req.Containers[0].Name
+}
+
+// onlyGPUContainer names the pod's one container that asked GPU memory, or "" when it has none
+// or several.
+func (idx podIndex) onlyGPUContainer(uid types.UID) string {
+	if asks := idx.asked[uid]; len(asks) == 1 {
+		return asks[0].name
+	}
+	return ""
 }
 
 // requested is the GPU memory container name of the pod asked, in bytes (0 if none).
-func (idx podIndex) requested(uid types.UID, name string, unitBytes int64) uint64 {
-	for _, c := range idx.requests[uid].Containers {
-		if c.Name == name && c.Units > 0 {
-			return uint64(c.Units) * uint64(unitBytes) //nolint:gosec // G115: positive units and unit
+func (idx podIndex) requested(uid types.UID, name string) uint64 {
+	for _, a := range idx.asked[uid] {
+		if a.name == name {
+			return a.bytes
 		}
 	}
 	return 0

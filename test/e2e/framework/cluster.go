@@ -58,7 +58,8 @@ type Cluster struct {
 	Client     kubernetes.Interface
 	// SchedulerName is the name pods must ask for to reach the extender.
 	SchedulerName string
-	// PluginMetricsURL is the /metrics URL of the share-plugin StartSharePlugin started.
+	// PluginMetricsURL is the /metrics URL of the share-plugin StartSharePlugin or
+	// RealNode.StartDRASharePlugin started.
 	PluginMetricsURL string
 	// PKI holds the certificates of the extender's mutual TLS: the extender serves
 	// PKI.ServerCert and trusts PKI.CAFile for clients; kube-scheduler and the tests present

@@ -51,13 +51,20 @@ func DRADaemonSetArgs(root string) ([]string, error) {
 // with the node's kubelet (its plugins and registration folders under the kubelet's
 // --root-dir) and writing its CDI specs where the node's containerd reads them. Its sysfs root
 // is an empty folder: the mocked cards' PCI addresses are not this machine's, so their PCIe
-// root and NUMA node stay unknown rather than read from whatever device sits there. extra come
-// last and override the shipped args: the fake GPUs, and the HAMi-core paths of this machine.
+// root and NUMA node stay unknown rather than read from whatever device sits there. It reads
+// this machine's /proc (the DaemonSet's hostPID pod sees the host's at /host/proc) and serves
+// its metrics at c.PluginMetricsURL. extra come last and override the shipped args: the fake
+// GPUs, and the HAMi-core paths of this machine.
 func (n *RealNode) StartDRASharePlugin(bin string, extra ...string) error {
 	args, err := DRADaemonSetArgs(n.c.Root)
 	if err != nil {
 		return err
 	}
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	n.c.PluginMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	user, groups := ServiceAccountUser("kube-system", draAccount)
 	kc, err := n.c.KubeconfigAs(user, groups, map[string][]string{"authentication.kubernetes.io/node-name": {RealNodeName}})
 	if err != nil {
@@ -65,7 +72,8 @@ func (n *RealNode) StartDRASharePlugin(bin string, extra ...string) error {
 	}
 	args = append(args, "--kubeconfig="+kc, "--node-name="+RealNodeName, "--cdi-root="+n.CDISpecDir(),
 		"--kubelet-plugins-dir="+filepath.Dir(n.PluginDataDir(dra.DefaultDriverName)), "--kubelet-registry-dir="+n.PluginRegistryDir(),
-		"--kubelet-dir="+DevicePluginDir, "--sysfs-root="+filepath.Join(n.c.Dir, "no-sysfs"))
+		"--kubelet-dir="+DevicePluginDir, "--sysfs-root="+filepath.Join(n.c.Dir, "no-sysfs"),
+		"--host-proc=/proc", fmt.Sprintf("--metrics-address=127.0.0.1:%d", port))
 	_, err = n.c.start("share-plugin", bin, append(args, extra...), "NODE_NAME="+RealNodeName)
 	return err
 }
