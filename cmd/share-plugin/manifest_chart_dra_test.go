@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,6 +119,15 @@ func checkChartDRAPaths(t *testing.T, ds *appsv1.DaemonSet, kubelet string) {
 	}
 	if got := hostFolder(ds, o.kubeletDir); got != kubelet+"/device-plugins" {
 		t.Errorf("the driver probes the device plugin in the host's %q, want %s/device-plugins", got, kubelet)
+	}
+	// Usage and policing: the host's /proc and PID namespace, the capabilities to read and kill.
+	if got := hostFolder(ds, o.hostProc); got != "/proc" || !ds.Spec.Template.Spec.HostPID || o.metricsAddress == "" {
+		t.Errorf("--host-proc is the host's %q, hostPID %t, --metrics-address=%q: want the host's /proc and PID namespace and metrics served",
+			got, ds.Spec.Template.Spec.HostPID, o.metricsAddress)
+	}
+	if sc := ds.Spec.Template.Spec.Containers[0].SecurityContext; sc != nil && (sc.Privileged == nil || !*sc.Privileged) &&
+		(sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Add, "SYS_PTRACE") || !slices.Contains(sc.Capabilities.Add, "KILL")) {
+		t.Errorf("unprivileged without SYS_PTRACE and KILL (%+v): the policing can neither read GPU processes' maps nor kill", sc.Capabilities)
 	}
 	for _, m := range ds.Spec.Template.Spec.Containers[0].VolumeMounts {
 		if m.MountPath == filepath.Clean(o.kubeletDir) && !m.ReadOnly {
