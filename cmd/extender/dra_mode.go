@@ -26,5 +26,5 @@ func draMode(cfg *config, c cache.Cache, factory informers.SharedInformerFactory
 	}
 	logger.Info("DRA mode: cards from ResourceSlices, charges from ResourceClaims; serving filter and prioritize only (kube-scheduler binds)",
 		"driver", cfg.draDriver, "gpuPreemption", false)
-	return synced, []scheduler.Option{scheduler.WithDRA(true)}, nil
+	return synced, []scheduler.Option{scheduler.WithDRA(cfg.draDriver)}, nil
 }

@@ -56,6 +56,10 @@ func (t *AuditTruth) AddNode(n *v1.Node) { t.truth.SetNode(n) }
 // AddPod adds a pod as the API server has it.
 func (t *AuditTruth) AddPod(p *v1.Pod) { t.truth.SetPod(p) }
 
+// Target is the cache the truth is built in, for a feed that fills it from other objects (in
+// DRA mode, feed.DRAFeed from the ResourceSlices and ResourceClaims).
+func (t *AuditTruth) Target() Cache { return t.truth }
+
 // Compare checks c against the truth, as Audit does.
 func (t *AuditTruth) Compare(c Cache) AuditReport {
 	t.truth.settle()

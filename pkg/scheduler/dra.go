@@ -19,11 +19,13 @@ import (
 // The extender keeps choosing the node with its policy, rating each node with the card the
 // allocator will take there (placement.PredictFirstFit), and never chooses or writes a card:
 // it serves filter and prioritize only (no bind: kube-scheduler binds; no preempt:
-// kube-scheduler's own preemption frees claims), and its GPU preemption is off.
-func WithDRA(on bool) Option {
+// kube-scheduler's own preemption frees claims), and its GPU preemption is off. driver names
+// the DRA driver whose slices and claims the cache is fed from, which Audit reads too; ""
+// turns DRA mode off.
+func WithDRA(driver string) Option {
 	return func(o *options) {
-		o.ext.dra = on
-		if on {
+		o.ext.dra, o.ext.draDriver = driver != "", driver
+		if driver != "" {
 			o.preempt.Enabled = false
 		}
 	}

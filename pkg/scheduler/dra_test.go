@@ -51,7 +51,7 @@ func newDRAEnv(t *testing.T, policy string, opts ...scheduler.Option) *env {
 	for _, f := range fragmented {
 		nodes = append(nodes, st.MakeNode(f.node).Obj())
 	}
-	e := newEnvOpts(t, learnedPolicy(t, policy), append([]scheduler.Option{scheduler.WithDRA(true)}, opts...), nodes)
+	e := newEnvOpts(t, learnedPolicy(t, policy), append([]scheduler.Option{scheduler.WithDRA(testDRADriver)}, opts...), nodes)
 	for _, f := range fragmented {
 		e.cache.SetDRACards(f.node, []placement.GPUInfo{
 			{Index: 0, Model: "Tesla T4", Capacity: 16, Healthy: true}, {Index: 1, Model: "Tesla T4", Capacity: 16, Healthy: true}})
@@ -213,7 +213,7 @@ func TestDRAVerbs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("dra=%v", tt.dra), func(t *testing.T) {
 			logger, _ := ktesting.NewTestContext(t)
-			e := newEnvOpts(t, newPolicy(t, "binpack"), []scheduler.Option{scheduler.WithDRA(tt.dra)}, nil)
+			e := newEnvOpts(t, newPolicy(t, "binpack"), []scheduler.Option{scheduler.WithDRA(map[bool]string{true: testDRADriver}[tt.dra])}, nil)
 			srv := httptest.NewServer(scheduler.NewHandler(e.ext, func() bool { return true }, scheduler.HandlerConfig{MaxBody: 1 << 20}, logger))
 			defer srv.Close()
 			got := map[string]int{}

@@ -54,10 +54,12 @@ type Extender struct {
 	holds   overlay
 	// gangs gathers the binds of a gang PodGroup's quorum (gang.go).
 	gangs gangs
-	// dra is DRA mode (WithDRA); placer is the policy filter and prioritize place with: policy
-	// itself, or in DRA mode policy rating the card the allocator will take (dra.go).
-	dra    bool
-	placer placement.Policy
+	// dra is DRA mode (WithDRA), over the devices of draDriver; placer is the policy filter and
+	// prioritize place with: policy itself, or in DRA mode policy rating the card the
+	// allocator will take (dra.go).
+	dra       bool
+	draDriver string
+	placer    placement.Policy
 }
 
 // verbID names one of the Extender's verbs; verbTable (handler.go) declares each, in this

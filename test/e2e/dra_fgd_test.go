@@ -37,7 +37,8 @@ var fragFillers = []struct {
 // to frag-a, whose first card (the one kube-scheduler's allocator takes) it fills exactly: the
 // extender's FGD choice, predicting first-fit. kube-scheduler alone, on the same cluster,
 // spreads by CPU and memory and puts the same pod elsewhere. The test asserts the node each
-// pod's claim was allocated on, and ends with the DRA capacity invariant.
+// pod's claim was allocated on, and ends with the DRA capacity invariant and the extender's
+// audit of its cache (cards from the slices, charges from the claims) against the API.
 func TestDRAFragmentedNodeChoice(t *testing.T) {
 	e := newEnvWithoutScheduler(t, "--dra-mode", "--dra-webhook")
 	if err := e.c.InstallDRA(e.ctx, e.ext.URL()); err != nil {
@@ -82,6 +83,14 @@ func TestDRAFragmentedNodeChoice(t *testing.T) {
 	}
 	if !check.OK() {
 		t.Errorf("DRA capacity invariant: %s", check)
+	}
+	// The extender in DRA mode audits its cache against the slices and claims as well.
+	var inv framework.Invariants
+	if err := poll(e.ctx, 30*time.Second, func() (bool, error) {
+		inv, err = e.c.CheckInvariants(e.ctx, "default", e.ext)
+		return err == nil && inv.OK(), err
+	}); err != nil {
+		t.Errorf("invariants with the extender's audit: %s: %v", inv, err)
 	}
 }
 

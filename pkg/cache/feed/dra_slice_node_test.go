@@ -6,10 +6,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpushare/gpushare/pkg/cache/feed"
+	st "github.com/gpushare/gpushare/pkg/cache/testing"
 )
 
 func TestDRASliceNode(t *testing.T) {
-	poolOnly := testSlice("pool-only", testDriver, "", 1)
+	poolOnly := st.DRASlice("pool-only", testDriver, "", 1)
 	poolOnly.Spec.NodeName = nil
 	poolOnly.Spec.Pool.Name = "node-p"
 	tests := []struct {
@@ -17,14 +18,14 @@ func TestDRASliceNode(t *testing.T) {
 		slice *resourceapi.ResourceSlice
 		want  string
 	}{
-		{name: "node name", slice: testSlice("s", testDriver, "node-a", 1), want: "node-a"},
+		{name: "node name", slice: st.DRASlice("s", testDriver, "node-a", 1), want: "node-a"},
 		{name: "node name wins over the pool", slice: func() *resourceapi.ResourceSlice {
-			s := testSlice("s", testDriver, "node-a", 1)
+			s := st.DRASlice("s", testDriver, "node-a", 1)
 			s.Spec.Pool.Name = "other"
 			return s
 		}(), want: "node-a"},
 		{name: "no node name: the pool", slice: poolOnly, want: "node-p"},
-		{name: "another driver", slice: testSlice("s", "gpu.nvidia.com", "node-a", 1), want: ""},
+		{name: "another driver", slice: st.DRASlice("s", "gpu.nvidia.com", "node-a", 1), want: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/ptr"
 
 	"github.com/gpushare/gpushare/pkg/cache"
 	"github.com/gpushare/gpushare/pkg/cache/feed"
@@ -29,55 +27,6 @@ const (
 	testDriver = "gpushare.aliyun.com"
 	gib        = int64(1) << 30
 )
-
-// testDevice is one device as the driver publishes it: card index, memory in GiB, tainted
-// with effect (none when "").
-func testDevice(index int64, memGiB int64, effect resourceapi.DeviceTaintEffect) resourceapi.Device {
-	d := resourceapi.Device{
-		Name: "gpu-" + strconv.FormatInt(index, 10),
-		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			"uuid":  {StringValue: ptr.To("GPU-" + strconv.FormatInt(index, 10))},
-			"model": {StringValue: ptr.To("Tesla T4")},
-			"index": {IntValue: ptr.To(index)},
-		},
-		Capacity:                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: *resource.NewQuantity(memGiB*gib, resource.BinarySI)}},
-		AllowMultipleAllocations: ptr.To(true),
-	}
-	if effect != "" {
-		d.Taints = []resourceapi.DeviceTaint{{Key: testDriver + "/unhealthy", Value: "xid-79", Effect: effect}}
-	}
-	return d
-}
-
-// testSlice is node's slice of driver with devices, in the pool's generation gen.
-func testSlice(name, driver, node string, gen int64, devices ...resourceapi.Device) *resourceapi.ResourceSlice {
-	return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
-			Pool: resourceapi.ResourcePool{Name: node, Generation: gen, ResourceSliceCount: 1}, Devices: devices}}
-}
-
-// testClaim is a claim of pod's container key, allocated the given devices of node with the
-// given GiB of memory each (0: no consumed capacity), reserved for the pod when pod is set.
-func testClaim(name, pod, key, node string, devices map[string]int64) *resourceapi.ResourceClaim {
-	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("claim-" + name),
-		Annotations: map[string]string{resourceapi.PodResourceClaimAnnotation: "gpushare-" + key}}}
-	if devices == nil {
-		return c
-	}
-	a := &resourceapi.AllocationResult{}
-	for dev, mem := range devices {
-		r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: testDriver, Pool: node, Device: dev}
-		if mem > 0 {
-			r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"memory": *resource.NewQuantity(mem*gib, resource.BinarySI)}
-		}
-		a.Devices.Results = append(a.Devices.Results, r)
-	}
-	c.Status.Allocation = a
-	if pod != "" {
-		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod, UID: types.UID("uid-" + pod)}}
-	}
-	return c
-}
 
 // newDRAFeed is a feed of a fresh cache that knows node n0's Node object.
 func newDRAFeed(t *testing.T) (cache.Cache, *feed.DRAFeed) {
@@ -102,21 +51,21 @@ func TestDRAFeedCards(t *testing.T) {
 		want   []placement.GPUInfo
 	}{
 		{name: "published order, units, taints", slices: []*resourceapi.ResourceSlice{
-			testSlice("s", testDriver, "n0", 1, testDevice(2, 16, ""), testDevice(0, 32, resourceapi.DeviceTaintEffectNoSchedule),
-				testDevice(1, 16, resourceapi.DeviceTaintEffectNoExecute), testDevice(3, 24, resourceapi.DeviceTaintEffectNone)),
+			st.DRASlice("s", testDriver, "n0", 1, st.DRADevice(testDriver, 2, 16, ""), st.DRADevice(testDriver, 0, 32, resourceapi.DeviceTaintEffectNoSchedule),
+				st.DRADevice(testDriver, 1, 16, resourceapi.DeviceTaintEffectNoExecute), st.DRADevice(testDriver, 3, 24, resourceapi.DeviceTaintEffectNone)),
 		}, want: []placement.GPUInfo{card(2, 16, true), card(0, 32, false), card(1, 16, false), card(3, 24, true)}},
 		{name: "slices by name, another driver and an old generation ignored", slices: []*resourceapi.ResourceSlice{
-			testSlice("s-b", testDriver, "n0", 2, testDevice(1, 16, "")),
-			testSlice("s-a", testDriver, "n0", 2, testDevice(0, 16, "")),
-			testSlice("s-old", testDriver, "n0", 1, testDevice(7, 16, "")),
-			testSlice("other", "other.example.com", "n0", 5, testDevice(9, 80, "")),
+			st.DRASlice("s-b", testDriver, "n0", 2, st.DRADevice(testDriver, 1, 16, "")),
+			st.DRASlice("s-a", testDriver, "n0", 2, st.DRADevice(testDriver, 0, 16, "")),
+			st.DRASlice("s-old", testDriver, "n0", 1, st.DRADevice(testDriver, 7, 16, "")),
+			st.DRASlice("other", "other.example.com", "n0", 5, st.DRADevice(testDriver, 9, 80, "")),
 		}, want: []placement.GPUInfo{card(0, 16, true), card(1, 16, true)}},
 		{name: "a slice replaced in place", slices: []*resourceapi.ResourceSlice{
-			testSlice("s", testDriver, "n0", 1, testDevice(0, 16, "")),
-			testSlice("s", testDriver, "n0", 1, testDevice(0, 16, resourceapi.DeviceTaintEffectNoSchedule)),
+			st.DRASlice("s", testDriver, "n0", 1, st.DRADevice(testDriver, 0, 16, "")),
+			st.DRASlice("s", testDriver, "n0", 1, st.DRADevice(testDriver, 0, 16, resourceapi.DeviceTaintEffectNoSchedule)),
 		}, want: []placement.GPUInfo{card(0, 16, false)}},
-		{name: "every slice deleted", slices: []*resourceapi.ResourceSlice{testSlice("s", testDriver, "n0", 1, testDevice(0, 16, ""))},
-			delete: []*resourceapi.ResourceSlice{testSlice("s", testDriver, "n0", 1)}},
+		{name: "every slice deleted", slices: []*resourceapi.ResourceSlice{st.DRASlice("s", testDriver, "n0", 1, st.DRADevice(testDriver, 0, 16, ""))},
+			delete: []*resourceapi.ResourceSlice{st.DRASlice("s", testDriver, "n0", 1)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,32 +104,32 @@ func TestDRAFeedClaims(t *testing.T) {
 		wantAlloc map[string]contract.Allocation // pod name → placement
 	}{
 		{name: "two pods on one card, one on another", claims: []*resourceapi.ResourceClaim{
-			testClaim("a", "pa", "0", "n0", map[string]int64{"gpu-0": 4}),
-			testClaim("b", "pb", "0", "n0", map[string]int64{"gpu-0": 8}),
-			testClaim("c", "pc", "0", "n0", map[string]int64{"gpu-1": 2}),
+			st.DRAClaim("a", "pa", "0", testDriver, "n0", map[string]int64{"gpu-0": 4}),
+			st.DRAClaim("b", "pb", "0", testDriver, "n0", map[string]int64{"gpu-0": 8}),
+			st.DRAClaim("c", "pc", "0", testDriver, "n0", map[string]int64{"gpu-1": 2}),
 		}, wantUsed: []int64{12, 2}, wantAlloc: map[string]contract.Allocation{
 			"pa": {"0": {0: 4}}, "pb": {"0": {0: 8}}, "pc": {"0": {1: 2}}}},
 		{name: "one pod, two containers, a two-card claim", claims: []*resourceapi.ResourceClaim{
-			testClaim("main", "p", "0", "n0", map[string]int64{"gpu-0": 3, "gpu-1": 3}),
-			testClaim("side", "p", "1", "n0", map[string]int64{"gpu-1": 5}),
+			st.DRAClaim("main", "p", "0", testDriver, "n0", map[string]int64{"gpu-0": 3, "gpu-1": 3}),
+			st.DRAClaim("side", "p", "1", testDriver, "n0", map[string]int64{"gpu-1": 5}),
 		}, wantUsed: []int64{3, 8}, wantAlloc: map[string]contract.Allocation{"p": {"0": {0: 3, 1: 3}, "1": {1: 5}}}},
 		{name: "no consumed memory: the whole card", claims: []*resourceapi.ResourceClaim{
-			testClaim("a", "pa", "0", "n0", map[string]int64{"gpu-1": 0}),
+			st.DRAClaim("a", "pa", "0", testDriver, "n0", map[string]int64{"gpu-1": 0}),
 		}, wantUsed: []int64{0, 16}, wantAlloc: map[string]contract.Allocation{"pa": {"0": {1: 16}}}},
 		{name: "deallocated", claims: []*resourceapi.ResourceClaim{
-			testClaim("a", "pa", "0", "n0", map[string]int64{"gpu-0": 4}),
-			testClaim("a", "", "0", "n0", nil),
+			st.DRAClaim("a", "pa", "0", testDriver, "n0", map[string]int64{"gpu-0": 4}),
+			st.DRAClaim("a", "", "0", testDriver, "n0", nil),
 		}, wantUsed: []int64{0, 0}, wantAlloc: map[string]contract.Allocation{}},
 		{name: "deleted", claims: []*resourceapi.ResourceClaim{
-			testClaim("a", "pa", "0", "n0", map[string]int64{"gpu-0": 4}),
-			testClaim("b", "pb", "0", "n0", map[string]int64{"gpu-1": 4}),
-		}, deleted: []*resourceapi.ResourceClaim{testClaim("a", "pa", "0", "n0", nil)},
+			st.DRAClaim("a", "pa", "0", testDriver, "n0", map[string]int64{"gpu-0": 4}),
+			st.DRAClaim("b", "pb", "0", testDriver, "n0", map[string]int64{"gpu-1": 4}),
+		}, deleted: []*resourceapi.ResourceClaim{st.DRAClaim("a", "pa", "0", testDriver, "n0", nil)},
 			wantUsed: []int64{0, 4}, wantAlloc: map[string]contract.Allocation{"pb": {"0": {1: 4}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, f := newDRAFeed(t)
-			f.SetSlice(testSlice("s", testDriver, "n0", 1, testDevice(0, 16, ""), testDevice(1, 16, "")))
+			f.SetSlice(st.DRASlice("s", testDriver, "n0", 1, st.DRADevice(testDriver, 0, 16, ""), st.DRADevice(testDriver, 1, 16, "")))
 			for _, cl := range tt.claims {
 				f.SetClaim(cl)
 			}
@@ -213,8 +162,8 @@ func TestDRAFeedClaims(t *testing.T) {
 // allocated claim reach the cache, and the claim's deletion releases its memory.
 func TestDRAFeedInformers(t *testing.T) {
 	c, f := newDRAFeed(t)
-	client := fake.NewClientset(testSlice("s", testDriver, "n0", 1, testDevice(0, 16, "")),
-		testClaim("a", "pa", "0", "n0", map[string]int64{"gpu-0": 6}))
+	client := fake.NewClientset(st.DRASlice("s", testDriver, "n0", 1, st.DRADevice(testDriver, 0, 16, "")),
+		st.DRAClaim("a", "pa", "0", testDriver, "n0", map[string]int64{"gpu-0": 6}))
 	factory := informers.NewSharedInformerFactory(client, 0)
 	synced, err := feed.AddDRAEventHandlers(f, factory)
 	if err != nil {

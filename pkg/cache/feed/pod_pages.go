@@ -4,8 +4,10 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
 )
 
 // PodPageSize is how many pods one page of EachPodPage holds (client-go's pager default).
@@ -26,6 +28,20 @@ func EachPodPage(ctx context.Context, pods corev1client.PodInterface, opts metav
 // an audit of thousands of them need not hold them all.
 func EachNodePage(ctx context.Context, nodes corev1client.NodeInterface, opts metav1.ListOptions, fn func([]v1.Node) error) (string, error) {
 	return eachPage(ctx, opts, nodes.List, func(l *v1.NodeList) ([]v1.Node, *metav1.ListMeta) { return l.Items, &l.ListMeta }, fn)
+}
+
+// EachSlicePage is EachPodPage for ResourceSlices (an audit in DRA mode).
+func EachSlicePage(ctx context.Context, slices resourceclient.ResourceSliceInterface, opts metav1.ListOptions, fn func([]resourceapi.ResourceSlice) error) (string, error) {
+	return eachPage(ctx, opts, slices.List, func(l *resourceapi.ResourceSliceList) ([]resourceapi.ResourceSlice, *metav1.ListMeta) {
+		return l.Items, &l.ListMeta
+	}, fn)
+}
+
+// EachClaimPage is EachPodPage for ResourceClaims (an audit in DRA mode).
+func EachClaimPage(ctx context.Context, claims resourceclient.ResourceClaimInterface, opts metav1.ListOptions, fn func([]resourceapi.ResourceClaim) error) (string, error) {
+	return eachPage(ctx, opts, claims.List, func(l *resourceapi.ResourceClaimList) ([]resourceapi.ResourceClaim, *metav1.ListMeta) {
+		return l.Items, &l.ListMeta
+	}, fn)
 }
 
 // eachPage reads a list PodPageSize objects a page through list and calls fn with each page's
