@@ -36,14 +36,16 @@ type DRACardMemory struct {
 	LimitBytes int64
 }
 
-// DRAInvariants is the end-of-test check of DRA mode on a real node: per card, the memory the
-// allocated claims consumed is at most the card's published capacity and equals the limits
-// handed out (HAMi-core's, in the prepared claims' CDI specs), and so does each claim's.
+// DRAInvariants is the end-of-test check of DRA mode on a real node: the capacity check of
+// every card of the driver (DRACapacityCheck: memory and cores consumed within what each card
+// publishes, every result metered and on a published device), and on the node, per card, the
+// memory the allocated claims consumed equal to the limits handed out (HAMi-core's, in the
+// prepared claims' CDI specs), and so each claim's.
 type DRAInvariants struct {
 	// Cards are the node's published cards, in published order.
 	Cards []DRACardMemory
-	// Overcommitted lists the cards whose claims consumed more memory than the card has.
-	Overcommitted []string
+	// Capacity is the capacity check of the driver's cards (DRACapacityOf).
+	Capacity DRACapacityCheck
 	// Mismatched lists the cards whose consumed memory is not the limits handed out, and the
 	// claims whose consumption is not their own limits (a claim allocated but not prepared, a
 	// spec without a claim, a card without a limit, another amount).
@@ -51,25 +53,29 @@ type DRAInvariants struct {
 }
 
 // OK is true when nothing is wrong.
-func (i DRAInvariants) OK() bool { return len(i.Overcommitted) == 0 && len(i.Mismatched) == 0 }
+func (i DRAInvariants) OK() bool { return i.Capacity.OK() && len(i.Mismatched) == 0 }
 
 func (i DRAInvariants) String() string {
 	cards := make([]string, len(i.Cards))
 	for k, c := range i.Cards {
 		cards[k] = fmt.Sprintf("%s: %d MiB consumed, %d MiB limits, of %d MiB", c.Device, c.ConsumedBytes>>20, c.LimitBytes>>20, c.CapacityBytes>>20)
 	}
-	return fmt.Sprintf("%d cards over capacity %v, %d mismatches between consumed memory and limits %v; cards [%s]",
-		len(i.Overcommitted), i.Overcommitted, len(i.Mismatched), i.Mismatched, strings.Join(cards, "; "))
+	return fmt.Sprintf("%s; %d mismatches between consumed memory and limits %v; cards [%s]",
+		i.Capacity, len(i.Mismatched), i.Mismatched, strings.Join(cards, "; "))
 }
 
 // draMemory is memory in bytes by card UUID.
 type draMemory map[string]int64
 
-// CheckDRAInvariants reads the node's published cards and every allocated claim from the API
-// server, and the limits the driver handed out from its CDI specs in cdiDir, and checks them
-// (DRAInvariants).
+// CheckDRAInvariants reads the driver's published cards and every allocated claim from the API
+// server, and the limits the driver handed out on node from its CDI specs in cdiDir, and checks
+// them (DRAInvariants).
 func (c *Cluster) CheckDRAInvariants(ctx context.Context, node, cdiDir string) (DRAInvariants, error) {
 	var inv DRAInvariants
+	var err error
+	if inv.Capacity, err = c.CheckDRACapacity(ctx, dra.DefaultDriverName); err != nil {
+		return inv, err
+	}
 	devices, err := c.DRADevices(ctx, node)
 	if err != nil {
 		return inv, err
@@ -92,9 +98,6 @@ func (c *Cluster) CheckDRAInvariants(ctx context.Context, node, cdiDir string) (
 		mem := d.Capacity[dra.CapacityMemory].Value
 		card := DRACardMemory{Device: d.Name, UUID: uuids[d.Name], CapacityBytes: mem.Value()}
 		card.ConsumedBytes, card.LimitBytes = cardConsumed[card.UUID], cardLimits[card.UUID]
-		if card.ConsumedBytes > card.CapacityBytes {
-			inv.Overcommitted = append(inv.Overcommitted, fmt.Sprintf("%s: %d of %d bytes", d.Name, card.ConsumedBytes, card.CapacityBytes))
-		}
 		if card.ConsumedBytes != card.LimitBytes {
 			inv.Mismatched = append(inv.Mismatched, fmt.Sprintf("card %s: %d bytes consumed, %d bytes of limits", d.Name, card.ConsumedBytes, card.LimitBytes))
 		}
