@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpushare/gpushare/pkg/deviceplugin"
 	gpuusage "github.com/gpushare/gpushare/pkg/deviceplugin/usage"
 	"github.com/gpushare/gpushare/pkg/dra"
+	"github.com/gpushare/gpushare/pkg/draconvert"
 	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
@@ -176,14 +180,39 @@ func (d *draNode) policed(t *testing.T) {
 	// A container that removes the preload the claim's CDI device mounted (an image whose
 	// /etc/ld.so.preload is a symlink got it mounted where the symlink points, and can remove
 	// the link; DRA has no PreStartContainer to refuse the image first) is caught by the same
-	// policing, GPU process or not.
-	p := e.draPod(unpreloaded, draPodUnits, nil)
-	p.Spec.Containers[0].Image = escapeImage
-	p.Spec.Containers[0].Command[2] = "rm -f /etc/ld.so.preload; exec sleep 3600"
+	// policing, GPU process or not. Its pod asks no gpu-mem: it names a claim written by hand,
+	// which neither the webhook nor the pod-requests policy sees.
+	claim := handWrittenClaim(unpreloaded, draPodUnits)
+	if _, err := e.c.Client.ResourceV1().ResourceClaims("default").Create(e.ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // before removePodsAfter's wait: a claim written by hand outlives its pod
+		if err := e.c.Client.ResourceV1().ResourceClaims("default").Delete(e.ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete claim %s: %v", claim.Name, err)
+		}
+	})
+	p := e.draPod(unpreloaded, 0, nil)
+	c := &p.Spec.Containers[0]
+	c.Image, c.Command[2] = escapeImage, "rm -f /etc/ld.so.preload; exec sleep 3600"
+	c.Resources = v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim.Name}}
 	e.create(p)
 	t.Logf("%s: %s", unpreloaded, e.waitEvent(unpreloaded, gpuusage.ReasonLimitEscaped, "/etc/ld.so.preload"))
 	e.waitRestarted(t, unpreloaded, time.Minute)
 	d.checkInvariants(t, e, map[string]int64{d.devices[0].Name: 3 * draPodUnits})
+}
+
+// handWrittenClaim is a ResourceClaim as a user would write it for the shipped DeviceClass,
+// without the webhook: one device, units GiB of its memory.
+func handWrittenClaim(name string, units int64) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "gpu",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: draconvert.DefaultDeviceClass, Count: 1,
+				AllocationMode: resourceapi.DeviceAllocationModeExactCount,
+				Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
+					dra.CapacityMemory: *resource.NewQuantity(units<<30, resource.BinarySI)}}},
+		}}}}}
 }
 
 // checkPluginSeries waits until the plugin's metrics (url) have each series of want with its
