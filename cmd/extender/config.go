@@ -70,9 +70,10 @@ type config struct {
 	gcPercent     int
 	gcMinHeadroom resource.Quantity
 	// draWebhook serves the DRA conversion webhook (pkg/draconvert) at draconvert.Path, asking
-	// devices of draDeviceClass.
-	draWebhook     bool
-	draDeviceClass string
+	// devices of draDeviceClass, with at most draMaxTemplates claim templates per namespace.
+	draWebhook      bool
+	draDeviceClass  string
+	draMaxTemplates int
 	// draMode runs the extender in DRA mode (scheduler.WithDRA) over the devices of draDriver.
 	draMode   bool
 	draDriver string
@@ -88,7 +89,7 @@ func defaultConfig() config {
 		election.Identity, _ = os.Hostname()
 	}
 	return config{policy: policies.Default, qps: 200, burst: 400,
-		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), draDeviceClass: draconvert.DefaultDeviceClass, draDriver: draconvert.DefaultDriver, leaderElect: true, election: election, forward: true, preemption: true,
+		maxBody: scheduler.DefaultMaxBodyBytes, names: contract.DefaultNames(), draDeviceClass: draconvert.DefaultDeviceClass, draMaxTemplates: draconvert.DefaultMaxTemplates, draDriver: draconvert.DefaultDriver, leaderElect: true, election: election, forward: true, preemption: true,
 		filterChooses: true, bindEvents: true, eventQPS: defaultEventQPS, gcPercent: defaultGCPercent,
 		gcMinHeadroom: resource.MustParse(defaultGCMinHeadroom)}
 }
@@ -138,6 +139,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.BoolVar(&c.filterChooses, "filter-chooses-node", c.filterChooses, "answer filter for a gpu-mem pod with the one node the policy ranks best (kube-scheduler then binds it there without scoring: the fastest setting); false answers every node where the pod fits and leaves the choice to prioritize and kube-scheduler's own scores")
 	fs.BoolVar(&c.draWebhook, "dra-webhook", false, "also serve the mutating webhook of DRA mode at "+draconvert.Path+" (config/dra/webhook.yaml): a pod asking gpu-mem gets one ResourceClaim per container instead, on every replica, without a client certificate (docs/dra.md)")
 	fs.StringVar(&c.draDeviceClass, "dra-device-class", c.draDeviceClass, "the DeviceClass the DRA webhook's claims ask devices of")
+	fs.IntVar(&c.draMaxTemplates, "dra-max-templates", c.draMaxTemplates, "the most claim templates the DRA webhook creates in one namespace (one per ask shape); a pod asking a shape that would make one more is refused")
 	fs.BoolVar(&c.draMode, "dra-mode", false, "DRA mode (docs/dra.md): read cards from the driver's ResourceSlices and what pods hold from their allocated ResourceClaims, place pods converted by the DRA webhook predicting the card kube-scheduler's allocator takes (first fit), and serve filter and prioritize only: kube-scheduler binds (config/dra/scheduler-config.yaml); --gpu-preemption does not apply")
 	fs.StringVar(&c.draDriver, "dra-driver", c.draDriver, "the DRA driver whose ResourceSlices and claims --dra-mode reads (share-plugin --driver-name)")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
@@ -210,6 +212,9 @@ func (c *config) validate(policies policies.Registry) error {
 	}
 	if err := c.names.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.draMaxTemplates <= 0 {
+		errs = append(errs, fmt.Errorf("--dra-max-templates must be positive, got %d", c.draMaxTemplates))
 	}
 	if c.draMode && c.draDriver == "" {
 		errs = append(errs, fmt.Errorf("--dra-driver must name the DRA driver with --dra-mode"))

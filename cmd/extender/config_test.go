@@ -47,6 +47,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "DRA mode", change: func(c *config) { c.draMode = true }},
 		{name: "DRA mode without a driver", change: func(c *config) { c.draMode, c.draDriver = true, "" }, wantErr: []string{"--dra-driver must name the DRA driver"}},
 		{name: "no driver, DRA mode off", change: func(c *config) { c.draDriver = "" }},
+		{name: "no room for claim templates", change: func(c *config) { c.draMaxTemplates = 0 }, wantErr: []string{"--dra-max-templates must be positive"}},
 		{name: "empty resource name", change: func(c *config) { c.names.Resource = " " }, wantErr: []string{"resource name is empty"}},
 		{
 			name:    "every problem is reported at once",

@@ -64,7 +64,7 @@ func ensureCases(two []*resourcev1.ResourceClaimTemplate, dead error) []ensureCa
 	return []ensureCase{
 		{
 			name:      "missing: created",
-			wantVerbs: "get,create,get,create",
+			wantVerbs: "get,list,create,get,list,create",
 			wantStore: []*resourcev1.ResourceClaimTemplate{stored(two[0], testNamespace), stored(two[1], testNamespace)},
 		},
 		{
@@ -76,7 +76,7 @@ func ensureCases(two []*resourcev1.ResourceClaimTemplate, dead error) []ensureCa
 		{
 			name:      "same name in another namespace: created here",
 			existing:  []runtime.Object{stored(two[0], "team-b")},
-			wantVerbs: "get,create,get,create",
+			wantVerbs: "get,list,create,get,list,create",
 			wantStore: []*resourcev1.ResourceClaimTemplate{stored(two[0], testNamespace), stored(two[1], testNamespace)},
 		},
 		{
@@ -98,7 +98,7 @@ func ensureCases(two []*resourcev1.ResourceClaimTemplate, dead error) []ensureCa
 					return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaimtemplates"}, name)
 				}
 			},
-			wantVerbs: "get,create,get,get,create,get",
+			wantVerbs: "get,list,create,get,get,list,create,get",
 			wantStore: []*resourcev1.ResourceClaimTemplate{stored(two[0], testNamespace), stored(two[1], testNamespace)},
 		},
 		{
@@ -107,7 +107,7 @@ func ensureCases(two []*resourcev1.ResourceClaimTemplate, dead error) []ensureCa
 				return func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, dead }
 			},
 			want:      dead,
-			wantVerbs: "get,create",
+			wantVerbs: "get,list,create",
 		},
 	}
 }
@@ -121,7 +121,7 @@ func TestEnsure(t *testing.T) {
 			if tt.reactor != nil {
 				client.PrependReactor("create", "resourceclaimtemplates", tt.reactor(client))
 			}
-			err := draconvert.NewTemplateEnsurer(client).Ensure(t.Context(), testNamespace, two)
+			err := draconvert.NewTemplateEnsurer(client, 0).Ensure(t.Context(), testNamespace, two)
 			if !errors.Is(err, tt.want) || (err == nil) != (tt.want == nil) {
 				t.Fatalf("Ensure = %v, want %v", err, tt.want)
 			}
@@ -155,7 +155,7 @@ func TestEnsureStopsAtFirstError(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	err := draconvert.NewTemplateEnsurer(client).Ensure(t.Context(), testNamespace, two)
+	err := draconvert.NewTemplateEnsurer(client, 0).Ensure(t.Context(), testNamespace, two)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), two[1].Name) {
 		t.Fatalf("Ensure = %v, want the Forbidden error naming %s", err, two[1].Name)
 	}
@@ -186,7 +186,7 @@ func TestCheck(t *testing.T) {
 			if tt.dead {
 				client.PrependReactor("get", "resourceclaimtemplates", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, tt.want })
 			}
-			err := draconvert.NewTemplateEnsurer(client).Check(t.Context(), testNamespace, two)
+			err := draconvert.NewTemplateEnsurer(client, 0).Check(t.Context(), testNamespace, two)
 			if !errors.Is(err, tt.want) || (err == nil) != (tt.want == nil) {
 				t.Fatalf("Check = %v, want %v", err, tt.want)
 			}

@@ -29,7 +29,9 @@ type Handler struct {
 	ensurer *TemplateEnsurer
 	exempt  []string
 	maxBody int64
-	logger  klog.Logger
+	// maxTemplates bounds the claim templates created in one namespace (TemplateEnsurer).
+	maxTemplates int
+	logger       klog.Logger
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -37,11 +39,12 @@ var _ http.Handler = (*Handler)(nil)
 // NewHandler returns the webhook for pods asking names.Resource, reading namespaces and
 // creating claim templates with client.
 func NewHandler(client kubernetes.Interface, names contract.Names, logger klog.Logger, opts ...Option) (*Handler, error) {
-	h := &Handler{cfg: DefaultConfig(names), client: client, ensurer: NewTemplateEnsurer(client),
-		exempt: defaultExempt(), maxBody: DefaultMaxBody, logger: logger}
+	h := &Handler{cfg: DefaultConfig(names), client: client, exempt: defaultExempt(), maxBody: DefaultMaxBody,
+		maxTemplates: DefaultMaxTemplates, logger: logger}
 	for _, o := range opts {
 		o(h)
 	}
+	h.ensurer = NewTemplateEnsurer(client, h.maxTemplates)
 	if err := h.cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -140,6 +143,9 @@ func (h *Handler) admit(ctx context.Context, req *admissionv1.AdmissionRequest, 
 		logger.Error(err, "Refusing a gpu-mem pod: its claim templates could not be made", "dryRun", dryRun)
 		if errors.Is(err, ErrTemplateConflict) {
 			return denied(http.StatusConflict, metav1.StatusReasonConflict, err)
+		}
+		if errors.Is(err, ErrTooManyTemplates) {
+			return denied(http.StatusForbidden, metav1.StatusReasonForbidden, err)
 		}
 		return denied(http.StatusInternalServerError, metav1.StatusReasonInternalError, err)
 	}

@@ -3,6 +3,7 @@ package draconvert_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -100,6 +101,17 @@ func newHandler(t *testing.T, client *fake.Clientset, opts ...draconvert.Option)
 	return h
 }
 
+// otherTemplates are n claim templates of the conversion in the test namespace, of shapes
+// no test pod asks.
+func otherTemplates(n int) []runtime.Object {
+	out := make([]runtime.Object, n)
+	for i := range out {
+		out[i] = &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gpushare-other-%d", i), Namespace: testNamespace,
+			Labels: map[string]string{draconvert.ManagedByLabel: draconvert.ManagedBy}}}
+	}
+	return out
+}
+
 // calls lists the API calls the handler made as "verb resource".
 func calls(client *fake.Clientset) []string {
 	var out []string
@@ -126,7 +138,7 @@ func TestHandlerAdmits(t *testing.T) {
 		wantCalls  []string
 	}{
 		{name: "gpu-mem pod: converted", review: podReview(t, gpu), wantPatch: true,
-			wantCalls: []string{"get namespaces", "get resourceclaimtemplates", "create resourceclaimtemplates"}},
+			wantCalls: []string{"get namespaces", "get resourceclaimtemplates", "list resourceclaimtemplates", "create resourceclaimtemplates"}},
 		{name: "dry run: converted, no template made", review: podReview(t, gpu, dryRun), wantPatch: true,
 			wantCalls: []string{"get namespaces", "get resourceclaimtemplates"}},
 		{name: "dry run, template of another spec: refused", review: podReview(t, gpu, dryRun), existing: []runtime.Object{conflictingTemplate(t)},
@@ -148,11 +160,19 @@ func TestHandlerAdmits(t *testing.T) {
 			wantDenied: http.StatusUnprocessableEntity, message: "do not split evenly over 2 GPUs", wantCalls: []string{"get namespaces"}},
 		{name: "API server gone: refused", review: podReview(t, gpu), reactors: map[string]k8stesting.ReactionFunc{"create resourceclaimtemplates": dead},
 			wantDenied: http.StatusInternalServerError, message: "etcd is gone",
-			wantCalls: []string{"get namespaces", "get resourceclaimtemplates", "create resourceclaimtemplates"}},
+			wantCalls: []string{"get namespaces", "get resourceclaimtemplates", "list resourceclaimtemplates", "create resourceclaimtemplates"}},
 		{name: "namespace unreadable: refused", review: podReview(t, gpu), reactors: map[string]k8stesting.ReactionFunc{"get namespaces": dead},
 			wantDenied: http.StatusInternalServerError, message: "etcd is gone", wantCalls: []string{"get namespaces"}},
 		{name: "template of another spec: refused", review: podReview(t, gpu), existing: []runtime.Object{conflictingTemplate(t)},
 			wantDenied: http.StatusConflict, message: "delete it", wantCalls: []string{"get namespaces", "get resourceclaimtemplates"}},
+		{name: "namespace full: refused, nothing created", review: podReview(t, gpu), existing: otherTemplates(draconvert.DefaultMaxTemplates),
+			wantDenied: http.StatusForbidden, message: "too many gpushare claim templates",
+			wantCalls: []string{"get namespaces", "get resourceclaimtemplates", "list resourceclaimtemplates"}},
+		{name: "namespace full, template existing: reused", review: podReview(t, gpu), wantPatch: true,
+			existing:  append(otherTemplates(draconvert.DefaultMaxTemplates), stored(templatesOf(t, app("main", 4))[0], testNamespace)),
+			wantCalls: []string{"get namespaces", "get resourceclaimtemplates"}},
+		{name: "one short of full: created", review: podReview(t, gpu), existing: otherTemplates(draconvert.DefaultMaxTemplates - 1), wantPatch: true,
+			wantCalls: []string{"get namespaces", "get resourceclaimtemplates", "list resourceclaimtemplates", "create resourceclaimtemplates"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

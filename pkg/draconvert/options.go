@@ -25,6 +25,10 @@ func WithExemptNamespaces(namespaces ...string) Option {
 	return func(h *Handler) { h.exempt = append([]string(nil), namespaces...) }
 }
 
+// WithMaxTemplates bounds the claim templates the conversion creates in one namespace
+// (DefaultMaxTemplates); an ask that would create one more is refused.
+func WithMaxTemplates(n int) Option { return func(h *Handler) { h.maxTemplates = n } }
+
 // WithMaxBody bounds the body of a review (DefaultMaxBody); a larger one is answered 413.
 func WithMaxBody(n int64) Option { return func(h *Handler) { h.maxBody = n } }
 

@@ -60,7 +60,7 @@ func (s *draShapes) pod(name string, units int64) *v1.Pod {
 
 // ensureDRATemplates makes templates exist in the benchmark's namespace, as the webhook does.
 func ensureDRATemplates(ctx context.Context, client kubernetes.Interface, templates []*resourcev1.ResourceClaimTemplate) error {
-	if err := draconvert.NewTemplateEnsurer(client).Ensure(ctx, namespace, templates); err != nil {
+	if err := draconvert.NewTemplateEnsurer(client, 0).Ensure(ctx, namespace, templates); err != nil {
 		return fmt.Errorf("claim templates: %w", err)
 	}
 	return nil

@@ -31,7 +31,7 @@ type converter struct {
 
 // newConverter converts with cfg and makes the templates exist through client.
 func newConverter(client kubernetes.Interface, cfg draconvert.Config) *converter {
-	return &converter{cfg: cfg, ensurer: draconvert.NewTemplateEnsurer(client), ensured: map[types.NamespacedName]bool{},
+	return &converter{cfg: cfg, ensurer: draconvert.NewTemplateEnsurer(client, 0), ensured: map[types.NamespacedName]bool{},
 		tracker: clienttesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())}
 }
 
