@@ -141,7 +141,7 @@ func (c *config) addFlags(fs *flag.FlagSet, policies policies.Registry) {
 	fs.StringVar(&c.draDeviceClass, "dra-device-class", c.draDeviceClass, "the DeviceClass the DRA webhook's claims ask devices of")
 	fs.IntVar(&c.draMaxTemplates, "dra-max-templates", c.draMaxTemplates, "the most claim templates the DRA webhook creates in one namespace (one per ask shape); a pod asking a shape that would make one more is refused")
 	fs.BoolVar(&c.draMode, "dra-mode", false, "DRA mode (docs/dra.md): read cards from the driver's ResourceSlices and what pods hold from their allocated ResourceClaims, place pods converted by the DRA webhook predicting the card kube-scheduler's allocator takes (first fit), and serve filter and prioritize only: kube-scheduler binds (config/dra/scheduler-config.yaml); --gpu-preemption does not apply")
-	fs.StringVar(&c.draDriver, "dra-driver", c.draDriver, "the DRA driver whose ResourceSlices and claims --dra-mode reads (share-plugin --driver-name)")
+	fs.StringVar(&c.draDriver, "dra-driver", c.draDriver, "the DRA driver (share-plugin --driver-name) whose ResourceSlices and claims --dra-mode reads, and whose device attributes the claims of --dra-webhook select on")
 	fs.BoolVar(&c.leaderElect, "leader-elect", c.leaderElect, "elect a leader among the replicas on a Lease; only the leader binds")
 	fs.StringVar(&c.election.Namespace, "leader-elect-namespace", c.election.Namespace, "namespace of the Lease (default: $POD_NAMESPACE, else kube-system)")
 	fs.StringVar(&c.election.Name, "leader-elect-name", c.election.Name, "name of the Lease")

@@ -19,7 +19,7 @@ func withDRAWebhook(cfg *config, client kubernetes.Interface, routes http.Handle
 		return routes, nil
 	}
 	hook, err := draconvert.NewHandler(client, cfg.names, klog.LoggerWithName(logger, "dra-webhook"),
-		draconvert.WithDeviceClass(cfg.draDeviceClass), draconvert.WithMaxTemplates(cfg.draMaxTemplates))
+		draconvert.WithDriver(cfg.draDriver), draconvert.WithDeviceClass(cfg.draDeviceClass), draconvert.WithMaxTemplates(cfg.draMaxTemplates))
 	if err != nil {
 		return nil, fmt.Errorf("--dra-webhook: %w", err)
 	}

@@ -33,7 +33,8 @@ var fragFillers = []struct {
 }{{"fill-a", "frag-a", 13, 40000}, {"fill-c", "frag-c", 8, 20000}}
 
 // TestDRAFragmentedNodeChoice: on kwok nodes publishing ResourceSlices, with kube-scheduler
-// configured by config/dra/scheduler-config.yaml and the extender in DRA mode, a 3 GiB pod goes
+// configured by config/dra/scheduler-config.yaml and the extender in DRA mode (and serving the
+// webhook) as its service account under the shipped RBAC, a 3 GiB pod goes
 // to frag-a, whose first card (the one kube-scheduler's allocator takes) it fills exactly: the
 // extender's FGD choice, predicting first-fit. kube-scheduler alone, on the same cluster,
 // spreads by CPU and memory and puts the same pod elsewhere. The test asserts the node each
@@ -44,6 +45,7 @@ func TestDRAFragmentedNodeChoice(t *testing.T) {
 	if err := e.c.InstallDRA(e.ctx, e.ext.URL()); err != nil {
 		t.Fatal(err)
 	}
+	e.extenderAsItsAccount("--dra-mode", "--dra-webhook")
 	for _, n := range []string{"frag-a", "frag-b", "frag-c"} {
 		if err := e.c.AddGPUNode(e.ctx, n, nil); err != nil {
 			t.Fatal(err)
@@ -92,6 +94,24 @@ func TestDRAFragmentedNodeChoice(t *testing.T) {
 	}); err != nil {
 		t.Errorf("invariants with the extender's audit: %s: %v", inv, err)
 	}
+}
+
+// extenderAsItsAccount restarts the extender on its port with flags, acting as its service
+// account under the shipped RBAC: config/extender/rbac.yaml, config/dra/extender-rbac.yaml
+// (DRA mode's reads) and the webhook's (config/dra/webhook.yaml, which InstallDRA applied).
+func (e *env) extenderAsItsAccount(flags ...string) {
+	e.t.Helper()
+	files := []string{filepath.Join(s.root, "config", "extender", "rbac.yaml"), filepath.Join(s.root, "config", "dra", "extender-rbac.yaml")}
+	if err := e.c.Apply(e.ctx, files...); err != nil {
+		e.t.Fatal(err)
+	}
+	port := e.ext.Port
+	e.ext.Proc.Stop(10 * time.Second)
+	ext, err := e.c.StartExtender(e.ctx, s.extender, port, append(flags, "--kubeconfig="+e.extenderKubeconfig(""))...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.ext = ext
 }
 
 // fragPod is a gpu-mem pod of units GiB and cpu milli-CPU, on node when it is not "".
