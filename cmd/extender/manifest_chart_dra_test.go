@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	schedv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpushare/gpushare/internal/charttest"
 	"github.com/gpushare/gpushare/pkg/placement/policies"
 	"github.com/gpushare/gpushare/pkg/scheduler"
 )
@@ -39,20 +38,7 @@ const (
 )
 
 // draChartObjects are a render's objects, each as YAML, by "Kind/name".
-type draChartObjects map[string][]byte
-
-// get decodes, strictly, the object key into out; false when the render has none.
-func (c draChartObjects) get(t *testing.T, key string, out any) bool {
-	t.Helper()
-	raw, ok := c[key]
-	if !ok {
-		return false
-	}
-	if err := yaml.UnmarshalStrict(raw, out); err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return true
-}
+type draChartObjects = charttest.Objects
 
 // draChartWithNotes is a chart that renders as charts/gpushare and also as the ConfigMap
 // draChartNotes whose notes are NOTES.txt rendered with the same values (helm template leaves
@@ -113,35 +99,7 @@ func mustSymlink(t *testing.T, oldname, newname string) {
 // values sets, and returns its objects, or helm's error output.
 func renderDRAChart(t *testing.T, dir, ns string, sets ...string) (draChartObjects, error) {
 	t.Helper()
-	if _, err := os.Stat(draChartHelm); err != nil {
-		t.Fatalf("no helm at %s: run `make helm` (make test builds it first): %v", draChartHelm, err)
-	}
-	args := []string{"template", "gpushare", dir, "-n", ns}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	out, err := exec.Command(draChartHelm, args...).Output()
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return nil, fmt.Errorf("helm template %v: %w: %s", sets, err, exit.Stderr)
-		}
-		t.Fatal(err)
-	}
-	objs := draChartObjects{}
-	for doc := range strings.SplitSeq(string(out), "\n---\n") {
-		var meta struct {
-			metav1.TypeMeta `json:",inline"`
-			Metadata        metav1.ObjectMeta `json:"metadata"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatalf("rendered document %q: %v", doc, err)
-		}
-		if meta.Kind != "" {
-			objs[meta.Kind+"/"+meta.Metadata.Name] = []byte(doc)
-		}
-	}
-	return objs, nil
+	return charttest.Render(t, draChartHelm, dir, ns, sets...)
 }
 
 // TestChartDRAExtender: with dra.enabled and dra.extender the chart's extender runs in DRA mode
@@ -184,13 +142,13 @@ func TestChartDRAExtender(t *testing.T) {
 				t.Fatal(err)
 			}
 			var ext appsv1.Deployment
-			if !objs.get(t, "Deployment/gpushare-extender", &ext) {
+			if !objs.Get(t, "Deployment/gpushare-extender", &ext) {
 				t.Fatal("no extender Deployment")
 			}
 			checkChartDRAExtenderArgs(t, ext.Spec.Template.Spec.Containers[0].Args, tt.dra, tt.webhook, tt.driver)
 			checkChartDRAModeRBAC(t, objs, ext.Spec.Template.Spec.ServiceAccountName, tt.ns, tt.dra)
 			var sched v1.ConfigMap
-			has := objs.get(t, "ConfigMap/gpushare-scheduler-config", &sched)
+			has := objs.Get(t, "ConfigMap/gpushare-scheduler-config", &sched)
 			if has != tt.second {
 				t.Fatalf("second scheduler's configuration rendered %t, want %t", has, tt.second)
 			}
@@ -198,7 +156,7 @@ func TestChartDRAExtender(t *testing.T) {
 				checkChartDRASchedulerConfig(t, objs, &sched, tt.ns, tt.dra)
 			}
 			var notes v1.ConfigMap
-			if !objs.get(t, draChartNotes, &notes) {
+			if !objs.Get(t, draChartNotes, &notes) {
 				t.Fatal("NOTES.txt not rendered")
 			}
 			want := map[bool]string{false: "config/scheduler-config.yaml", true: "config/dra/scheduler-config.yaml"}[tt.dra]
@@ -218,14 +176,14 @@ func checkChartDRAModeRBAC(t *testing.T, objs draChartObjects, account, ns strin
 	t.Helper()
 	var binding rbacv1.ClusterRoleBinding
 	var role rbacv1.ClusterRole
-	has := objs.get(t, "ClusterRoleBinding/gpushare-extender-dra-mode", &binding)
+	has := objs.Get(t, "ClusterRoleBinding/gpushare-extender-dra-mode", &binding)
 	if has != dra {
 		t.Fatalf("DRA mode's ClusterRoleBinding rendered %t, want %t", has, dra)
 	}
 	if !dra {
 		return
 	}
-	if !objs.get(t, "ClusterRole/"+binding.RoleRef.Name, &role) {
+	if !objs.Get(t, "ClusterRole/"+binding.RoleRef.Name, &role) {
 		t.Fatalf("no ClusterRole %s for DRA mode's binding", binding.RoleRef.Name)
 	}
 	if diff := cmp.Diff([]rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: ns}}, binding.Subjects); diff != "" {
@@ -289,7 +247,7 @@ func checkChartDRASchedulerConfig(t *testing.T, objs draChartObjects, cm *v1.Con
 		t.Fatalf("second scheduler's config.yaml: %v", err)
 	}
 	var svc v1.Service
-	if !objs.get(t, "Service/gpushare-extender", &svc) || len(svc.Spec.Ports) != 1 {
+	if !objs.Get(t, "Service/gpushare-extender", &svc) || len(svc.Spec.Ports) != 1 {
 		t.Fatalf("no extender Service with one port: %+v", svc.Spec)
 	}
 	url := fmt.Sprintf("https://%s.%s.svc:%d%s", svc.Name, ns, svc.Spec.Ports[0].Port, scheduler.Prefix)
@@ -327,7 +285,7 @@ func checkChartDRASchedulerConfig(t *testing.T, objs draChartObjects, cm *v1.Con
 func draChartSchedulerTLS(t *testing.T, objs draChartObjects) *schedv1.ExtenderTLSConfig {
 	t.Helper()
 	var sched appsv1.Deployment
-	if !objs.get(t, "Deployment/gpushare-scheduler", &sched) {
+	if !objs.Get(t, "Deployment/gpushare-scheduler", &sched) {
 		t.Fatal("no gpushare-scheduler Deployment")
 	}
 	for _, vol := range sched.Spec.Template.Spec.Volumes {

@@ -44,7 +44,7 @@ func TestChartDRADaemonSet(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := mustRender(t, "gpu-system", append(tt.sets, "dra.enabled=true", "dra.webhook.caBundle="+chartCA)...)
 			var ds, dp appsv1.DaemonSet
-			if !objs.get(t, "DaemonSet/gpushare-dra-driver", &ds) || !objs.get(t, "DaemonSet/gpushare-share-plugin", &dp) {
+			if !objs.Get(t, "DaemonSet/gpushare-dra-driver", &ds) || !objs.Get(t, "DaemonSet/gpushare-share-plugin", &dp) {
 				t.Fatalf("the render lacks a DaemonSet: %v", keys(objs))
 			}
 			checkChartDRADriver(t, &ds, &tt)
@@ -52,7 +52,7 @@ func TestChartDRADaemonSet(t *testing.T) {
 			checkChartDevicePluginProbe(t, &dp, &tt)
 			checkChartDRARBAC(t, objs, ds.Spec.Template.Spec.ServiceAccountName, "gpu-system")
 			var class resourcev1.DeviceClass
-			if !objs.get(t, "DeviceClass/"+tt.driver, &class) || len(class.Spec.Selectors) != 1 || class.Spec.Selectors[0].CEL == nil ||
+			if !objs.Get(t, "DeviceClass/"+tt.driver, &class) || len(class.Spec.Selectors) != 1 || class.Spec.Selectors[0].CEL == nil ||
 				class.Spec.Selectors[0].CEL.Expression != `device.driver == "`+tt.driver+`"` {
 				t.Errorf("no DeviceClass %s selecting the driver's devices: %+v", tt.driver, class.Spec)
 			}
@@ -157,8 +157,8 @@ func checkChartDRARBAC(t *testing.T, objs chartObjects, account, ns string) {
 	t.Helper()
 	var role rbacv1.ClusterRole
 	var binding rbacv1.ClusterRoleBinding
-	if !objs.get(t, "ServiceAccount/"+account, &v1.ServiceAccount{}) || !objs.get(t, "ClusterRoleBinding/"+account, &binding) ||
-		!objs.get(t, "ClusterRole/"+binding.RoleRef.Name, &role) {
+	if !objs.Get(t, "ServiceAccount/"+account, &v1.ServiceAccount{}) || !objs.Get(t, "ClusterRoleBinding/"+account, &binding) ||
+		!objs.Get(t, "ClusterRole/"+binding.RoleRef.Name, &role) {
 		t.Fatalf("the render lacks the driver's account %s, its ClusterRoleBinding or ClusterRole: %v", account, keys(objs))
 	}
 	if diff := cmp.Diff([]rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: ns}}, binding.Subjects); diff != "" {

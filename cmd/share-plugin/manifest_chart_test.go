@@ -1,12 +1,8 @@
 package main
 
 import (
-	"errors"
 	"flag"
-	"os"
-	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,7 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
+
+	"github.com/gpushare/gpushare/internal/charttest"
 )
 
 // The Helm chart's DRA mode (charts/gpushare, dra.*), rendered by the pinned helm that `make
@@ -28,41 +25,13 @@ const (
 )
 
 // chartObjects are a render's objects, each as YAML, by "Kind/name".
-type chartObjects map[string][]byte
+type chartObjects = charttest.Objects
 
 // renderChart renders the chart as release gpushare in namespace ns with the --set values
 // sets, and returns its objects, or helm's error output.
 func renderChart(t *testing.T, ns string, sets ...string) (chartObjects, error) {
 	t.Helper()
-	if _, err := os.Stat(helmBinary); err != nil {
-		t.Fatalf("no helm at %s: run `make helm` (make test builds it first): %v", helmBinary, err)
-	}
-	args := []string{"template", "gpushare", chartDir, "-n", ns}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	out, err := exec.Command(helmBinary, args...).Output()
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return nil, errors.New(string(exit.Stderr))
-		}
-		t.Fatal(err)
-	}
-	objs := chartObjects{}
-	for doc := range strings.SplitSeq(string(out), "\n---\n") {
-		var meta struct {
-			metav1.TypeMeta `json:",inline"`
-			Metadata        metav1.ObjectMeta `json:"metadata"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatalf("rendered document %q: %v", doc, err)
-		}
-		if meta.Kind != "" {
-			objs[meta.Kind+"/"+meta.Metadata.Name] = []byte(doc)
-		}
-	}
-	return objs, nil
+	return charttest.Render(t, helmBinary, chartDir, ns, sets...)
 }
 
 // mustRender is renderChart that fails the test on a render error.
@@ -73,19 +42,6 @@ func mustRender(t *testing.T, ns string, sets ...string) chartObjects {
 		t.Fatalf("helm template %v: %v", sets, err)
 	}
 	return objs
-}
-
-// get decodes, strictly, the object key into out; false when the render has none.
-func (c chartObjects) get(t *testing.T, key string, out any) bool {
-	t.Helper()
-	raw, ok := c[key]
-	if !ok {
-		return false
-	}
-	if err := yaml.UnmarshalStrict(raw, out); err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return true
 }
 
 // parseArgs parses a share-plugin container's args as the binary does.
@@ -126,7 +82,7 @@ func TestChartOneModePerNode(t *testing.T) {
 			var got []string
 			for _, m := range []struct{ mode, key string }{{modeDevicePlugin, "DaemonSet/gpushare-share-plugin"}, {modeDRA, "DaemonSet/gpushare-dra-driver"}} {
 				var ds appsv1.DaemonSet
-				if objs.get(t, m.key, &ds) && runsOn(t, &ds, tt.labels) {
+				if objs.Get(t, m.key, &ds) && runsOn(t, &ds, tt.labels) {
 					got = append(got, m.mode)
 				}
 			}

@@ -40,10 +40,10 @@ func TestChartDRAWebhook(t *testing.T) {
 			objs := mustRender(t, tt.ns, tt.sets...)
 			var cfg admissionregv1.MutatingWebhookConfiguration
 			var ext appsv1.Deployment
-			if !objs.get(t, "Deployment/gpushare-extender", &ext) {
+			if !objs.Get(t, "Deployment/gpushare-extender", &ext) {
 				t.Fatalf("no extender Deployment: %v", keys(objs))
 			}
-			has := objs.get(t, "MutatingWebhookConfiguration/gpushare-dra", &cfg)
+			has := objs.Get(t, "MutatingWebhookConfiguration/gpushare-dra", &cfg)
 			serves := slices.Contains(ext.Spec.Template.Spec.Containers[0].Args, "--dra-webhook")
 			if has != tt.webhook || serves != tt.webhook {
 				t.Fatalf("webhook configuration %t, extender --dra-webhook %t; want %t", has, serves, tt.webhook)
@@ -61,7 +61,7 @@ func TestChartDRAWebhook(t *testing.T) {
 func checkChartWebhookTarget(t *testing.T, objs chartObjects, cfg *admissionregv1.MutatingWebhookConfiguration, ns, resource string) {
 	t.Helper()
 	var svc v1.Service
-	if !objs.get(t, "Service/gpushare-extender", &svc) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "https" {
+	if !objs.Get(t, "Service/gpushare-extender", &svc) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "https" {
 		t.Fatalf("no extender Service whose one port is the container's https: %+v", svc.Spec)
 	}
 	if len(cfg.Webhooks) != 1 {
@@ -95,7 +95,7 @@ func checkChartWebhookRBAC(t *testing.T, objs chartObjects, account, ns string) 
 	t.Helper()
 	var role rbacv1.ClusterRole
 	var binding rbacv1.ClusterRoleBinding
-	if !objs.get(t, "ClusterRoleBinding/gpushare-extender-dra-webhook", &binding) || !objs.get(t, "ClusterRole/"+binding.RoleRef.Name, &role) {
+	if !objs.Get(t, "ClusterRoleBinding/gpushare-extender-dra-webhook", &binding) || !objs.Get(t, "ClusterRole/"+binding.RoleRef.Name, &role) {
 		t.Fatalf("the render lacks the webhook's ClusterRoleBinding or its ClusterRole: %v", keys(objs))
 	}
 	if diff := cmp.Diff([]rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: ns}}, binding.Subjects); diff != "" {

@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,43 +54,21 @@ func DRACluster() []runtime.Object {
 // pool of driver and reserved for the pod (UID "uid-<pod>", as ct.MakePod names it).
 func DRAClaim(ns, pod, key, driver, node, device string, memGiB int64) *resourceapi.ResourceClaim {
 	name := pod + "-gpushare-" + key
-	return &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("claim-" + ns + "-" + name),
-			Annotations: map[string]string{resourceapi.PodResourceClaimAnnotation: "gpushare-" + key}},
-		Status: resourceapi.ResourceClaimStatus{
-			Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
-				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: driver, Pool: node, Device: device,
-					ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{
-						"memory": *resource.NewQuantity(memGiB*gib, resource.BinarySI)}}},
-			}},
-			ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod, UID: types.UID("uid-" + pod)}},
-		},
-	}
+	c := ct.DRAClaim(name, pod, key, driver, node, map[string]int64{device: memGiB})
+	c.Namespace, c.UID = ns, types.UID("claim-"+ns+"-"+name)
+	return c
 }
 
 // draSlice is node's slice of driver, in its pool's first generation.
 func draSlice(name, driver, node string, devices ...resourceapi.Device) *resourceapi.ResourceSlice {
-	return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
-			Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}, Devices: devices}}
+	return ct.DRASlice(name, driver, node, 1, devices...)
 }
 
-// draDevice is card index as the driver publishes it ("gpu-<index>", attributes uuid, model
-// and index, memory as consumable capacity), tainted with effect unless it is "".
+// draDevice is card index of node-d as the driver publishes it (ct.DRADevice) with its model.
 func draDevice(index int64, model string, memGiB int64, effect resourceapi.DeviceTaintEffect) resourceapi.Device {
-	i := strconv.FormatInt(index, 10)
-	d := resourceapi.Device{Name: "gpu-" + i,
-		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			"uuid":  {StringValue: ptr.To("GPU-node-d-" + i)},
-			"model": {StringValue: ptr.To(model)},
-			"index": {IntValue: ptr.To(index)},
-		},
-		Capacity:                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: *resource.NewQuantity(memGiB*gib, resource.BinarySI)}},
-		AllowMultipleAllocations: ptr.To(true),
-	}
-	if effect != "" {
-		d.Taints = []resourceapi.DeviceTaint{{Key: DRADriver + "/unhealthy", Value: "xid-79", Effect: effect}}
-	}
+	d := ct.DRADevice(DRADriver, index, memGiB, effect)
+	d.Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptr.To("GPU-node-d-" + strconv.FormatInt(index, 10))}
+	d.Attributes["model"] = resourceapi.DeviceAttribute{StringValue: ptr.To(model)}
 	return d
 }
 
