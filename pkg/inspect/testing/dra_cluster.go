@@ -15,8 +15,6 @@ import (
 // DRADriver is the DRA driver of DRACluster (the default of share-plugin --mode=dra).
 const DRADriver = "gpushare.aliyun.com"
 
-const gib = int64(1) << 30
-
 // DRACluster returns Cluster plus a DRA node, as share-plugin --mode=dra and kube-scheduler's
 // allocator leave it:
 //   - node-d: no gpu-mem annotation or allocatable; the driver's slice publishes a 16 GiB T4
