@@ -88,6 +88,7 @@ func runGPUCheck(ctx context.Context, opts *options, nv nvml.Interface, ver vers
 	r.measureContext(ctx)
 	r.measureLimits(ctx)
 	r.runPods(ctx)
+	r.runDRAPods(ctx)
 	r.checkTopology(ctx, r.smi)
 	r.addMachineNotes(ver)
 	return r.render(w)
@@ -154,6 +155,12 @@ func (r *checkRun) runPods(ctx context.Context) {
 		r.res.add("usage sampler", "starts", err.Error(), false)
 		return
 	}
+	r.runTogether(ctx, adm, sampler, owners)
+}
+
+// runTogether starts the admitted containers side by side, checks that they hold memory on
+// the card together and the sampler's metrics of them, and then each one's limits.
+func (r *checkRun) runTogether(ctx context.Context, adm []admitted, sampler *usage.Sampler, owners *pidOwners) {
 	procs := r.startContainers(ctx, adm, owners)
 	defer func() {
 		for _, p := range procs {
@@ -165,7 +172,7 @@ func (r *checkRun) runPods(ctx context.Context) {
 	}
 	r.running(procs)
 	snap, err := sampler.Sample(ctx)
-	r.checkTogether(snap, err, procs)
+	r.checkTogether(adm, snap, err, procs)
 	r.checkMetrics(sampler, adm, procs)
 	for _, p := range procs {
 		p.send(workloadGoSignal)

@@ -20,8 +20,8 @@ const (
 	metricLimit = "gpushare_container_gpu_memory_limit_bytes"
 )
 
-// checkAllocate checks Allocate's answer for one container: the card, its limit, and the
-// library preloaded read-only.
+// checkAllocate checks what one container was handed (Allocate's answer, or in DRA mode its
+// claim's CDI edits): the card, its limit, and the library preloaded read-only.
 func (r *checkRun) checkAllocate(a admitted) {
 	envs := a.Response.GetEnvs()
 	wantLimit := strconv.FormatInt(a.LimitBytes>>20, 10) + "m"
@@ -38,14 +38,14 @@ func (r *checkRun) checkAllocate(a admitted) {
 	}
 	observed := fmt.Sprintf("%s=%s, %s=%s, %d mounts, preload naming the library read-only: %t, library read-only: %t",
 		limitEnv, envs[limitEnv], contract.EnvVisibleDevices, envs[contract.EnvVisibleDevices], len(a.Response.GetMounts()), preload, library)
-	r.res.add(name(a)+": Allocate", fmt.Sprintf("%s=%s, %s=%s, preload and library read-only", limitEnv, wantLimit,
+	r.res.add(name(a)+": "+a.via(), fmt.Sprintf("%s=%s, %s=%s, preload and library read-only", limitEnv, wantLimit,
 		contract.EnvVisibleDevices, r.card.UUID), observed,
 		envs[limitEnv] == wantLimit && envs[contract.EnvVisibleDevices] == r.card.UUID && preload && library)
 }
 
 // checkTogether checks that every container's process held memory on the card in one reading.
-func (r *checkRun) checkTogether(snap usage.Snapshot, sampleErr error, procs []*process) {
-	const check = "both containers on card 0 at once (one NVML reading)"
+func (r *checkRun) checkTogether(adm []admitted, snap usage.Snapshot, sampleErr error, procs []*process) {
+	check := modePrefix(adm) + "both containers on card 0 at once (one NVML reading)"
 	want := fmt.Sprintf("%d container processes with memory on the card", len(r.opts.asks()))
 	if sampleErr != nil {
 		r.res.add(check, want, sampleErr.Error(), false)
@@ -117,7 +117,7 @@ func find(ss []series, a admitted, uuid string) (float64, bool) {
 func (r *checkRun) checkMetrics(sampler *usage.Sampler, adm []admitted, procs []*process) {
 	ms, err := gather(sampler)
 	if err != nil {
-		r.res.add("usage metrics", "gathered", err.Error(), false)
+		r.res.add(modePrefix(adm)+"usage metrics", "gathered", err.Error(), false)
 		return
 	}
 	held := map[string]int64{}
@@ -149,7 +149,7 @@ func (r *checkRun) checkMetrics(sampler *usage.Sampler, adm []admitted, procs []
 	for _, a := range adm {
 		want = append(want, name(a))
 	}
-	r.res.add(metricUsed+" names only the check's containers", strings.Join(want, ", "), strings.Join(names, ", "),
+	r.res.add(modePrefix(adm)+metricUsed+" names only the check's containers", strings.Join(want, ", "), strings.Join(names, ", "),
 		strings.Join(names, ",") == strings.Join(want, ","))
 }
 

@@ -46,6 +46,26 @@ type admitted struct {
 	// LimitBytes is what it asked: its units times the unit.
 	LimitBytes int64
 	Response   *pluginapi.ContainerAllocateResponse
+	// Via names what handed the container its card, for the report: "" for device-plugin
+	// mode's Allocate, viaPrepare for DRA mode (dra.go).
+	Via string
+}
+
+// via names what handed a its card in the report.
+func (a admitted) via() string {
+	if a.Via == "" {
+		return "Allocate"
+	}
+	return a.Via
+}
+
+// modePrefix starts the report's rows about adm as a whole: "DRA mode: " for DRA mode's
+// containers, nothing for device-plugin mode's.
+func modePrefix(adm []admitted) string {
+	if len(adm) > 0 && adm[0].Via == viaPrepare {
+		return "DRA mode: "
+	}
+	return ""
 }
 
 // fakeNode is the share-plugin on a node without Kubernetes: the pods in a fake clientset, a
