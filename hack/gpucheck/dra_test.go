@@ -1,18 +1,12 @@
 package main
 
 import (
-	"debug/elf"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/klog/v2/ktesting"
-
-	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml"
-	"github.com/gpushare/gpushare/pkg/deviceplugin/nvml/mockhost"
-	"github.com/gpushare/gpushare/pkg/enforce"
-	enforcefake "github.com/gpushare/gpushare/pkg/enforce/fake"
 )
 
 // TestPrepareDRA: what the DRA row sets up before a GPU is needed, on go-nvml's mock. The
@@ -22,35 +16,13 @@ import (
 // source gives each container its ask on that card.
 func TestPrepareDRA(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	h, err := mockhost.New("dgxa100", mockhost.Options{GPUs: 2, MemoryBytes: 16 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nv := nvml.New(h)
-	if err := nv.Init(); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	lib := filepath.Join(dir, "libvgpu.so")
-	machine, known := enforce.HostELFMachine()
-	if !known {
-		machine = elf.EM_X86_64
-	}
-	if err := enforcefake.WriteELF(lib, elf.ET_DYN, machine); err != nil {
-		t.Fatal(err)
-	}
-	cfg := draDriverConfig(filepath.Join(dir, "dra"), lib)
+	r, _ := mockRun(t)
+	cfg := draDriverConfig(filepath.Join(r.dir, "dra"), r.opts.library)
 	cfg.SysfsRoot = t.TempDir()
-	opts := &options{library: lib, unitsA: 4, unitsB: 2}
-	d, adm, pods, err := prepareDRA(ctx, nv, cfg, opts.asks())
+	d, adm, pods, err := prepareDRA(ctx, r.nv, cfg, r.opts.asks())
 	if err != nil {
 		t.Fatal(err)
 	}
-	card, err := nv.Device(checkCard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &checkRun{opts: opts, nv: nv, card: card}
 	for _, a := range adm {
 		r.checkAllocate(a)
 	}
@@ -66,7 +38,7 @@ func TestPrepareDRA(t *testing.T) {
 	for _, l := range d.ContainerShares(pods) {
 		shares = append(shares, l.Pod+"/"+l.Container+" "+l.UUID+" "+mib(int64(l.Bytes))) //nolint:gosec // G115: GPU memory fits
 	}
-	if diff := cmp.Diff([]string{"dra-pod-a/main " + card.UUID + " 4096 MiB", "dra-pod-b/main " + card.UUID + " 2048 MiB"}, shares); diff != "" {
+	if diff := cmp.Diff([]string{"dra-pod-a/main " + r.card.UUID + " 4096 MiB", "dra-pod-b/main " + r.card.UUID + " 2048 MiB"}, shares); diff != "" {
 		t.Errorf("shares (-want,+got):\n%s", diff)
 	}
 }
