@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
@@ -48,14 +49,15 @@ const (
 )
 
 // admissionRequest is one request to the API server as a ValidatingAdmissionPolicy sees it. The
-// resource is always pods.
+// resource is pods unless resource says otherwise.
 type admissionRequest struct {
-	operation   admission.Operation // admission.Create when empty
-	subresource string              // "", "binding", "ephemeralcontainers", "eviction"
-	object      runtime.Object      // a v1.Pod, v1.Binding or policyv1.Eviction; nil on DELETE
-	oldObject   runtime.Object      // the stored pod, on UPDATE and DELETE
-	dryRun      bool                // the request's ?dryRun=All, what admission sees as request.dryRun
-	username    string              // ordinaryUser when empty
+	resource    schema.GroupVersionResource // pods when empty
+	operation   admission.Operation         // admission.Create when empty
+	subresource string                      // "", "binding", "ephemeralcontainers", "eviction"
+	object      runtime.Object              // a v1.Pod, v1.Binding or policyv1.Eviction; nil on DELETE
+	oldObject   runtime.Object              // the stored pod, on UPDATE and DELETE
+	dryRun      bool                        // the request's ?dryRun=All, what admission sees as request.dryRun
+	username    string                      // ordinaryUser when empty
 	extra       map[string][]string
 	namespace   *v1.Namespace  // "default" without labels when nil
 	params      runtime.Object // the binding's param (a Lease) when the policy has a paramKind; nil: not found
@@ -290,8 +292,12 @@ func (r admissionRequest) attributes(t testing.TB, scheme *runtime.Scheme, names
 	if err != nil {
 		t.Fatal(err)
 	}
+	resource := r.resource
+	if resource.Empty() {
+		resource = v1.SchemeGroupVersion.WithResource("pods")
+	}
 	return admission.NewAttributesRecord(obj, old, named.GetObjectKind().GroupVersionKind(), namespace, m.GetName(),
-		v1.SchemeGroupVersion.WithResource("pods"), r.subresource, op, options, r.dryRun,
+		resource, r.subresource, op, options, r.dryRun,
 		&user.DefaultInfo{Name: username, Extra: r.extra})
 }
 

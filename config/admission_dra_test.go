@@ -34,6 +34,18 @@ func convertedPod(t *testing.T, pod *v1.Pod) *v1.Pod {
 	return got
 }
 
+// templatePod is a pod asking no gpu-mem whose container uses a pod claim from template, as
+// a tenant could write it without the webhook.
+func templatePod(template string, opts ...podOption) *v1.Pod {
+	p := gpuPod(append([]podOption{withSpec(func(s *v1.PodSpec) {
+		s.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &template}}
+		for i := range s.Containers {
+			s.Containers[i].Resources = v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}
+		}
+	})}, opts...)...)
+	return p
+}
+
 // TestPodRequestsPolicyConvertedPods: a gpu-mem pod that DRA mode's webhook converted asks
 // gpu-mem no more when the pod-requests policy sees it, but HAMi-core holds its containers all
 // the same, so the policy still evaluates it (by gpushare.io/gpu-mem-dra) and refuses what
@@ -50,6 +62,12 @@ func TestPodRequestsPolicyConvertedPods(t *testing.T) {
 	}
 	runPolicyCases(t, podRequestsPolicy, []policyCase{
 		{name: "clean", req: create(convertedPod(t, gpuPod())), allowed: true},
+		{name: "a pod naming a gpushare template itself, protected env", req: create(templatePod("gpushare-4gi-0f3a", onContainer("main", env("CUDA_DEVICE_MEMORY_LIMIT_0")))),
+			message: []string{"main", "CUDA_DEVICE_MEMORY_LIMIT_0"}},
+		{name: "a pod naming a gpushare template itself, mount at /etc", req: create(templatePod("gpushare-4gi-0f3a", onContainer("main", mount("/etc/ld.so.preload")))),
+			message: []string{"main", "/etc/ld.so.preload"}},
+		{name: "a pod naming a gpushare template itself, clean", req: create(templatePod("gpushare-4gi-0f3a")), allowed: true},
+		{name: "a pod naming another template: not evaluated", req: create(templatePod("nic-1", onContainer("main", env("CUDA_DEVICE_MEMORY_LIMIT_0")))), allowed: true},
 		{name: "compute cap kept", req: create(convertedPod(t, gpuPod(withAnnotation(contract.DefaultCoreKey, "30")))), allowed: true},
 		{name: "protected env", req: create(convertedPod(t, gpuPod(onContainer("main", env("CUDA_DEVICE_MEMORY_LIMIT_0"))))),
 			message: []string{"main", "CUDA_DEVICE_MEMORY_LIMIT_0"}},

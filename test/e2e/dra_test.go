@@ -43,7 +43,7 @@ const (
 // their claims to be unprepared, so the next starts on empty cards, and ends with the DRA
 // invariant (per card, consumed memory ≤ capacity and = the limits handed out) and the
 // extender's own check (CheckInvariants). TaintedDevice taints a card for the rest of the
-// driver's life, so it runs last.
+// driver's life, so it runs after the others but ClaimsAtTheDoor, which restarts the extender.
 func TestDRA(t *testing.T) {
 	d := startDRANode(t)
 	t.Run("SharedCard", func(t *testing.T) { d.sharedCard(t, "shared") })
@@ -52,6 +52,7 @@ func TestDRA(t *testing.T) {
 	t.Run("ExtenderOff", d.extenderOff)
 	t.Run("Policed", d.policed)
 	t.Run("TaintedDevice", d.taintedDevice)
+	t.Run("ClaimsAtTheDoor", d.claimsAtTheDoor)
 }
 
 // sharedCard (TestDRA/SharedCard, and ExtenderOff's specs): two pods asking 4 units each get
