@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/gpushare/gpushare/pkg/gpumem"
@@ -50,16 +51,7 @@ func (o CardOrder) Published(node *NodeInfo) []int {
 	for g := range out {
 		out[g] = g
 	}
-	slices.SortStableFunc(out, func(a, b int) int {
-		ka, kb := o.key(node, a), o.key(node, b)
-		switch {
-		case ka < kb:
-			return -1
-		case kb < ka:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, func(a, b int) int { return cmp.Compare(o.key(node, a), o.key(node, b)) })
 	return out
 }
 

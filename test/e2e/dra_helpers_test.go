@@ -197,19 +197,7 @@ func (d *draNode) checkDRAEnv(t *testing.T, e *env, name string, units int64, p 
 // draLogVars reads the NAME=value lines a pod running draProbe printed, through kubectl logs.
 func draLogVars(t *testing.T, e *env, name string) map[string]string {
 	t.Helper()
-	vars := map[string]string{}
-	err := poll(e.ctx, 30*time.Second, func() (bool, error) {
-		out, err := e.kubectl("logs", name)
-		if err != nil {
-			return false, err
-		}
-		for _, line := range strings.Split(out, "\n") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
-				vars[k] = v
-			}
-		}
-		return vars["PROBED"] == "yes", fmt.Errorf("logs: %q", out)
-	})
+	vars, err := e.logVars(name, func(vars map[string]string) bool { return vars["PROBED"] == "yes" })
 	if err != nil {
 		t.Fatalf("pod %s never printed its env: %v", name, err)
 	}

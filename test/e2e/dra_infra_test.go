@@ -79,21 +79,30 @@ func TestDRARealNodeContainerdCDI(t *testing.T) {
 	}
 }
 
-// startCDIRealNode starts the control plane (with kube-controller-manager, our extender and
-// kube-scheduler), a real kubelet on containerd v2 with CDI (node "localhost", its admission
-// taint removed) and the fake DRA driver with one device. It skips t where a real kubelet
-// cannot run or the containerd v2 programs were not built (make e2e-bins builds them).
-func startCDIRealNode(t *testing.T) (*env, *framework.RealNode, *framework.FakeDRADriver) {
+// claimCDIRealNode claims the machine's real node for t (claimRealNode) and returns our pause
+// program, built; it skips t where the containerd v2 programs were not built (make e2e-bins
+// builds them).
+func claimCDIRealNode(t *testing.T) (pause string) {
 	t.Helper()
 	claimRealNode(t)
 	if m := framework.MissingContainerdV2(s.bin); len(m) > 0 {
 		t.Skip("\n" + banner + "\nSKIP " + t.Name() + ": containerd v2 missing from " + s.bin + " (make e2e-bins builds it): " +
 			strings.Join(m, ", ") + "\n" + banner)
 	}
-	pause := filepath.Join(s.work, "pause")
+	pause = filepath.Join(s.work, "pause")
 	if err := goBuild(pause, "./cmd/pause"); err != nil {
 		t.Fatal(err)
 	}
+	return pause
+}
+
+// startCDIRealNode starts the control plane (with kube-controller-manager, our extender and
+// kube-scheduler), a real kubelet on containerd v2 with CDI (node "localhost", its admission
+// taint removed) and the fake DRA driver with one device. It skips t where a real kubelet
+// cannot run or the containerd v2 programs were not built (make e2e-bins builds them).
+func startCDIRealNode(t *testing.T) (*env, *framework.RealNode, *framework.FakeDRADriver) {
+	t.Helper()
+	pause := claimCDIRealNode(t)
 	e := newEnv(t)
 	var stops []func() // newest last: the node before the driver, which must unprepare its pods' claims
 	t.Cleanup(func() {
@@ -195,20 +204,7 @@ func cdiPod(name string) *v1.Pod {
 // podLogVars reads the NAME=value lines the pod printed, through kubectl logs.
 func podLogVars(t *testing.T, e *env, name string) map[string]string {
 	t.Helper()
-	vars := map[string]string{}
-	err := poll(e.ctx, 30*time.Second, func() (bool, error) {
-		out, err := e.kubectl("logs", name)
-		if err != nil {
-			return false, err
-		}
-		for _, line := range strings.Split(out, "\n") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
-				vars[k] = v
-			}
-		}
-		_, done := vars[fakeCDIMarker]
-		return done, fmt.Errorf("logs: %q", out)
-	})
+	vars, err := e.logVars(name, func(vars map[string]string) bool { _, done := vars[fakeCDIMarker]; return done })
 	if err != nil {
 		t.Fatalf("pod %s printed nothing: %v", name, err)
 	}

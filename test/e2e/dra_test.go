@@ -302,15 +302,7 @@ func (d *draNode) waitTaints(t *testing.T, e *env, want map[string]string) {
 // containerd v2 programs were not built (make e2e-bins builds them).
 func startDRANode(t *testing.T) *draNode {
 	t.Helper()
-	claimRealNode(t)
-	if m := framework.MissingContainerdV2(s.bin); len(m) > 0 {
-		t.Skip("\n" + banner + "\nSKIP " + t.Name() + ": containerd v2 missing from " + s.bin + " (make e2e-bins builds it): " +
-			strings.Join(m, ", ") + "\n" + banner)
-	}
-	pause := filepath.Join(s.work, "pause")
-	if err := goBuild(pause, "./cmd/pause"); err != nil {
-		t.Fatal(err)
-	}
+	pause := claimCDIRealNode(t)
 	dir := artifactDir(t)
 	d := &draNode{xids: filepath.Join(dir, "xids"), procs: filepath.Join(dir, "gpu-processes.json"), library: filepath.Join(dir, "hami-core", "libvgpu.so"), stateDir: filepath.Join(dir, "hami-core-state")}
 	buildSharedObject(t, d.library)

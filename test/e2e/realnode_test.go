@@ -175,7 +175,17 @@ func (e *env) waitRunning(name string, timeout time.Duration) *v1.Pod {
 // containerEnv reads the variables the pod printed, through kubectl logs (apiserver → kubelet).
 func (e *env) containerEnv(name string) map[string]string {
 	e.t.Helper()
-	env := map[string]string{}
+	env, err := e.logVars(name, func(vars map[string]string) bool { return vars[contract.EnvVisibleDevices] != "" })
+	if err != nil {
+		e.t.Fatalf("pod %s printed no GPU env: %v", name, err)
+	}
+	return env
+}
+
+// logVars reads the NAME=value lines pod name printed, through kubectl logs, until done says
+// they are all there (up to 30 s).
+func (e *env) logVars(name string, done func(map[string]string) bool) (map[string]string, error) {
+	vars := map[string]string{}
 	err := poll(e.ctx, 30*time.Second, func() (bool, error) {
 		out, err := e.kubectl("logs", name)
 		if err != nil {
@@ -183,15 +193,12 @@ func (e *env) containerEnv(name string) map[string]string {
 		}
 		for _, line := range strings.Split(out, "\n") {
 			if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
-				env[k] = v
+				vars[k] = v
 			}
 		}
-		return env[contract.EnvVisibleDevices] != "", fmt.Errorf("logs: %q", out)
+		return done(vars), fmt.Errorf("logs: %q", out)
 	})
-	if err != nil {
-		e.t.Fatalf("pod %s printed no GPU env: %v", name, err)
-	}
-	return env
+	return vars, err
 }
 
 func uuidOf(t *testing.T, gpus []contract.GPU, idx int) string {

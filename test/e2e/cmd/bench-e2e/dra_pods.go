@@ -7,13 +7,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/gpushare/gpushare/pkg/contract"
 	"github.com/gpushare/gpushare/pkg/draconvert"
+	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
 // draShapes holds, per size of ask (index units-1, 1-8 GiB), the pod in the claim form DRA
@@ -38,7 +38,7 @@ func newDRAShapes(gpuPod func(units int64) *v1.Pod) (*draShapes, []*resourcev1.R
 		if len(conv.Claims) == 0 {
 			return nil, nil, fmt.Errorf("convert a %d GiB pod: no claim", i+1)
 		}
-		if shapes[i], err = patchPod(tracker, pod, conv.Patch); err != nil {
+		if shapes[i], err = framework.PatchPod(tracker, pod, conv.Patch); err != nil {
 			return nil, nil, err
 		}
 		for _, t := range conv.Templates() {
@@ -64,27 +64,6 @@ func ensureDRATemplates(ctx context.Context, client kubernetes.Interface, templa
 		return fmt.Errorf("claim templates: %w", err)
 	}
 	return nil
-}
-
-// patchPod applies an RFC 6902 JSON patch to pod as kube-apiserver applies a webhook's patch
-// (client-go's object tracker uses the same JSON patch library) and returns the result; pod
-// itself is unchanged.
-func patchPod(tracker clienttesting.ObjectTracker, pod *v1.Pod, patch []byte) (*v1.Pod, error) {
-	if err := tracker.Add(pod.DeepCopy()); err != nil {
-		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
-	}
-	gvr := v1.SchemeGroupVersion.WithResource("pods")
-	defer func() { _ = tracker.Delete(gvr, pod.Namespace, pod.Name) }() // it is there: Add succeeded
-	_, obj, err := clienttesting.ObjectReaction(tracker)(clienttesting.NewPatchAction(gvr, pod.Namespace, pod.Name, types.JSONPatchType, patch))
-	if err != nil {
-		return nil, fmt.Errorf("apply the DRA patch to pod %s: %w", pod.Name, err)
-	}
-	out, ok := obj.(*v1.Pod)
-	if !ok {
-		return nil, fmt.Errorf("apply the DRA patch to pod %s: got a %T", pod.Name, obj)
-	}
-	out.ResourceVersion = "" // the tracker's, not the API server's
-	return out, nil
 }
 
 // boundAskedBytes is the GPU memory the bound pods of pods asked, by their conversion's

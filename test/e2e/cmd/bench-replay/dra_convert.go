@@ -6,13 +6,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/gpushare/gpushare/pkg/draconvert"
+	"github.com/gpushare/gpushare/test/e2e/framework"
 )
 
 // converter turns each gpu-mem pod of the sequence into what DRA mode's admission step makes of
@@ -48,7 +48,7 @@ func (c *converter) convert(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	if err := c.ensure(ctx, pod.Namespace, conv.Templates()); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
 	}
-	return patchPod(c.tracker, pod, conv.Patch)
+	return framework.PatchPod(c.tracker, pod, conv.Patch)
 }
 
 // ensure makes the templates not yet known to exist exist in namespace.
@@ -66,27 +66,4 @@ func (c *converter) ensure(ctx context.Context, namespace string, templates []*r
 		c.ensured[types.NamespacedName{Namespace: namespace, Name: t.Name}] = true
 	}
 	return nil
-}
-
-// podsResource is the pods' resource, for the tracker.
-func podsResource() schema.GroupVersionResource { return v1.SchemeGroupVersion.WithResource("pods") }
-
-// patchPod applies an RFC 6902 JSON patch to pod as kube-apiserver applies a webhook's patch
-// (client-go's object tracker uses the same JSON patch library) and returns the result, pod
-// itself unchanged.
-func patchPod(tracker clienttesting.ObjectTracker, pod *v1.Pod, patch []byte) (*v1.Pod, error) {
-	if err := tracker.Add(pod.DeepCopy()); err != nil {
-		return nil, fmt.Errorf("pod %s: %w", pod.Name, err)
-	}
-	defer func() { _ = tracker.Delete(podsResource(), pod.Namespace, pod.Name) }() // it is there: Add succeeded
-	_, obj, err := clienttesting.ObjectReaction(tracker)(clienttesting.NewPatchAction(podsResource(), pod.Namespace, pod.Name, types.JSONPatchType, patch))
-	if err != nil {
-		return nil, fmt.Errorf("apply the DRA patch to pod %s: %w", pod.Name, err)
-	}
-	out, ok := obj.(*v1.Pod)
-	if !ok {
-		return nil, fmt.Errorf("apply the DRA patch to pod %s: got a %T", pod.Name, obj)
-	}
-	out.ResourceVersion = "" // the tracker's, not the API server's
-	return out, nil
 }
